@@ -1,0 +1,1 @@
+"""analytic: the closed-form DeLTA-style traffic, timing and roofline model."""

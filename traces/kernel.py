@@ -1,0 +1,158 @@
+"""`KernelConfig`: the CTA-tiled implicit-GEMM kernel and its thread maps (DESIGN section 3)."""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import NamedTuple
+
+LAYOUTS = ("nhwc", "nchw")
+DTYPE_BYTES = {"fp32": 4, "fp16": 2}
+OPERAND_A, OPERAND_B, OPERAND_C = 0, 1, 2
+
+
+class ThreadMap(NamedTuple):
+    """CUTLASS PitchLinearStripminedThreadMap of one operand tile.
+
+    Thread t accesses contiguous offset (t % t_c) * vector and strided offsets t // t_c + j * t_s,
+    j = 0 .. iterations - 1. One warp-level request is one j for the 32 threads of one warp.
+    """
+
+    contiguous: int   # E_c: tile extent along the contiguous dimension (elements)
+    strided: int      # E_s: tile extent along the strided dimension
+    vector: int       # V: elements per thread access
+    t_c: int          # threads along the contiguous dimension
+    t_s: int          # threads along the strided dimension
+    iterations: int   # I: accesses per thread
+
+
+def _int_field(field: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"KernelConfig.{field} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"KernelConfig.{field} must be >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def make_thread_map(operand: str, contiguous: int, strided: int, threads: int, vector: int) -> ThreadMap:
+    if contiguous % vector:
+        raise ValueError(f"KernelConfig: operand {operand} contiguous tile extent {contiguous} is not a "
+                         f"multiple of vector={vector}")
+    t_c = contiguous // vector
+    if threads % t_c:
+        raise ValueError(f"KernelConfig: operand {operand} needs {t_c} threads along its contiguous "
+                         f"dimension, which does not divide threads={threads}")
+    t_s = threads // t_c
+    if strided % t_s:
+        raise ValueError(f"KernelConfig: operand {operand} strided tile extent {strided} is not a multiple "
+                         f"of the {t_s} threads along it (threads={threads}, vector={vector})")
+    return ThreadMap(contiguous, strided, vector, t_c, t_s, strided // t_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelConfig:
+    """A CTA-tiled implicit-GEMM forward-convolution kernel (defaults: CUTLASS SIMT fp32 128x128x8).
+
+    Parameters
+    ----------
+    tile_m, tile_n, tile_k : int
+        CTA tile of the GEMM (rows of M, filters, reduction elements per k-step).
+    threads : int
+        Threads per CTA, a multiple of 32.
+    layout : {"nhwc", "nchw"}
+    dtype : {"fp32", "fp16"}
+    vector : int
+        Elements per thread access (``nchw`` needs 1).
+    stages : int
+        Shared-memory pipeline stages (shared memory = stages (tile_m + tile_n) tile_k elem bytes).
+    regs_per_thread : int
+    ctas_per_sm : int or None
+        Force CTAs resident per SM; None: the occupancy limit.
+    swizzle_log : int
+        log2 of the GemmIdentityThreadblockSwizzle width.
+    """
+
+    tile_m: int = 128
+    tile_n: int = 128
+    tile_k: int = 8
+    threads: int = 256
+    layout: str = "nhwc"
+    dtype: str = "fp32"
+    vector: int = 1
+    stages: int = 2
+    regs_per_thread: int = 128
+    ctas_per_sm: int | None = None
+    swizzle_log: int = 0
+
+    def __post_init__(self):
+        for field in ("tile_m", "tile_n", "tile_k", "threads", "vector", "stages", "regs_per_thread"):
+            object.__setattr__(self, field, _int_field(field, getattr(self, field)))
+        object.__setattr__(self, "swizzle_log", _int_field("swizzle_log", self.swizzle_log, 0))
+        if self.swizzle_log > 8:
+            raise ValueError(f"KernelConfig.swizzle_log must be <= 8, got {self.swizzle_log}")
+        if self.ctas_per_sm is not None:
+            object.__setattr__(self, "ctas_per_sm", _int_field("ctas_per_sm", self.ctas_per_sm))
+        if self.threads % 32:
+            raise ValueError(f"KernelConfig.threads must be a multiple of 32 (a warp), got {self.threads}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"KernelConfig.layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.dtype not in DTYPE_BYTES:
+            raise ValueError(f"KernelConfig.dtype must be one of {tuple(DTYPE_BYTES)}, got {self.dtype!r}")
+        if self.layout == "nchw" and self.vector != 1:
+            raise ValueError(f"KernelConfig.vector must be 1 for layout 'nchw', got {self.vector}")
+        if self.vector * self.elem_bytes > 16:
+            raise ValueError(f"KernelConfig.vector={self.vector}: a thread access is at most 16 bytes "
+                             f"({16 // self.elem_bytes} {self.dtype} elements)")
+        self.thread_map_a  # noqa: B018  (raises if the thread map does not tile the operand)
+        self.thread_map_b  # noqa: B018
+
+    # ---- derived figures -------------------------------------------------------------------
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def warps(self) -> int:
+        return self.threads // 32
+
+    @property
+    def smem_per_cta(self) -> int:
+        return self.stages * (self.tile_m + self.tile_n) * self.tile_k * self.elem_bytes
+
+    @property
+    def thread_map_a(self) -> ThreadMap:
+        if self.layout == "nhwc":
+            return make_thread_map("A", self.tile_k, self.tile_m, self.threads, self.vector)
+        return make_thread_map("A", self.tile_m, self.tile_k, self.threads, self.vector)
+
+    @property
+    def thread_map_b(self) -> ThreadMap:
+        return make_thread_map("B", self.tile_k, self.tile_n, self.threads, self.vector)
+
+    def resident_ctas(self, gpu) -> int:
+        """CTAs per SM on ``gpu``: ``ctas_per_sm`` if set, else the occupancy limit (DESIGN section 3)."""
+        if self.ctas_per_sm is not None:
+            gpu.carveout_for(self.ctas_per_sm * self.smem_per_cta)  # raises if it cannot fit
+            return self.ctas_per_sm
+        return gpu.occupancy(self.smem_per_cta, self.threads, self.regs_per_thread)
+
+    def l1_config(self, gpu):
+        """One SM's L1 geometry on ``gpu`` when this kernel runs."""
+        return gpu.l1_config(self.resident_ctas(gpu), self.smem_per_cta)
+
+    def check_layer(self, layer) -> None:
+        """Raise ValueError if ``layer`` cannot run with this kernel (vector vs contiguous extent)."""
+        if self.layout == "nhwc" and layer.c % self.vector:
+            raise ValueError(f"layer {layer.name or layer}: C={layer.c} is not a multiple of "
+                             f"KernelConfig.vector={self.vector} (nhwc contiguous extent)")
+
+    @classmethod
+    def from_tile(cls, text: str, **kwargs) -> "KernelConfig":
+        """Parse ``'128x128x8'`` into tile_m, tile_n, tile_k."""
+        parts = str(text).lower().split("x")
+        if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(f"tile must look like MxNxK (e.g. 128x128x8), got {text!r}")
+        m, n, k = (int(p) for p in parts)
+        return cls(tile_m=m, tile_n=n, tile_k=k, **kwargs)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,1 @@
+"""validation: model vs simulation, calibration, reports."""
