@@ -17,30 +17,41 @@ Sources (numbers in brackets are cited next to each figure below):
      (compute capability 9.0 tables): 132 SMs (SXM5), 1980 MHz boost, 67 FP32 TFLOP/s, 989 dense FP16
      tensor TFLOP/s, 256 KB L1/shared per SM, carve-outs 0/8/16/32/64/100/132/164/196/228 KB, 50 MB L2,
      3.35 TB/s HBM3.
-[H2] NVIDIA H200 datasheet (2024): same GH100 SM array as H100 SXM, 4.8 TB/s HBM3e. Some H200 devices
-     report 60 MB of L2 (DESIGN section 6); we keep the GH100 figure of 50 MB.
+[H2] NVIDIA H200 datasheet (2024): same GH100 SM array as H100 SXM (132 SMs, 1980 MHz), 4.8 TB/s HBM3e.
+     L2: 60 MB as 96 slices of 640 KB, 20-way: gpgpu-sim/gpgpu-sim_distribution
+     configs/tested-cfgs/SM90_H200/gpgpusim.config (48 channels x 2 sub-partitions, S:256:128:20) and
+     accel-sim/accel-sim-framework issue #534 (maintainer: "On H200: 12 MC, 2 LTC per MC, 4 LTS per
+     LTC"); the full GH100 die has 60 MB (Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of
+     Bandwidth"). DESIGN section 6 lists 50 MB / 80 slices as a starting value; we follow the sources.
 [P]  NVIDIA Tesla P100 whitepaper (WP-08019-001, 2016): 56 SMs, 1480 MHz boost, 10.6 FP32 TFLOP/s,
      21.2 FP16 TFLOP/s, 64 KB shared memory per SM, 4 MB L2, 732 GB/s HBM2. L1/texture 24 KB per SM
-     (Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking", 2018, Table 3.1).
-[X]  NVIDIA TITAN Xp specifications and GP102 (GeForce GTX 1080 Ti / Pascal GP104) whitepaper: 30 SMs,
-     1582 MHz boost, 12.1 FP32 TFLOP/s, 96 KB shared memory and 48 KB L1/texture per SM, 3 MB L2,
-     547.7 GB/s GDDR5X.
+     (CUDA C++ Programming Guide, compute capability 6.x: "24 KB (6.0 and 6.2) or 48 KB (6.1)").
+[X]  NVIDIA TITAN Xp specifications (GP102): 30 SMs (3840 cores / 128), 1582 MHz boost, 12.1 FP32
+     TFLOP/s (3840 x 2 x 1.582 GHz), 3 MB L2, 547.7 GB/s GDDR5X; 96 KB shared memory and 48 KB L1/texture
+     per SM (CUDA C++ Programming Guide, compute capability 6.1).
 [CC] CUDA C++ Programming Guide, "Technical Specifications per Compute Capability": 65,536 32-bit
      registers per SM; max 2,048 resident threads and 32 resident blocks per SM (6.x, 7.0, 8.0, 9.0).
-[AS] Accel-Sim framework GPU configs (gpu-simulator/gpgpu-sim/configs/tested-cfgs: SM7_QV100,
-     SM86/SM80 A100, SM90 H100): L2 sub-partition (slice) counts and associativity: V100 64 x 96 KB
-     24-way, A100 160 x 256 KB 16-way (DESIGN), H100 80 x 640 KB 20-way (DESIGN). Pascal slice
-     counts/ways are assumptions (12 x 256 KB and 32 x 128 KB, 16-way): 2 slices per 32-bit memory
-     channel (GP102: 12 x 32-bit GDDR5X channels shown as 6 x 64-bit partitions; GP100: 4 HBM2 stacks x
-     8 channels).
+[AS] Accel-Sim / GPGPU-Sim tested configs (slices = -gpgpu_n_mem x -gpgpu_n_sub_partition_per_mchannel,
+     slice = -gpgpu_cache:dl2 sets x 128 B x ways): SM7_QV100 (accel-sim-framework
+     gpu-simulator/gpgpu-sim/configs/tested-cfgs/SM7_QV100/gpgpusim.config): 32 x 2 = 64 slices, S:32:128:24
+     = 96 KB 24-way; SM80_A100 (gpgpu-sim_distribution configs/tested-cfgs/SM80_A100): 40 x 4 = 160
+     slices, S:128:128:16 = 256 KB 16-way (Accel-Sim's bandwidth-matching choice, accel-sim-framework
+     #456; the whitepaper describes 80 x 512 KB); SM90_H100: 40 x 2 = 80 slices, S:256:128:20 = 640 KB
+     20-way; SM6_TITANX: 12 x 2 = 24 slices, S:64:128:16 = 128 KB 16-way; 4.x-cfgs/SM6_P100: 32 x 1 = 32
+     slices, S:64:128:16 = 128 KB 16-way. Those configs hash sets and partitions with IPOLY or XOR
+     functions; DESIGN section 4's xor fold stands in for them.
 [GS] GPGPU-Sim/Accel-Sim model the Volta-and-later L1 with 4 sets and (capacity / 512 B) ways,
      128-byte lines, 32-byte sectors; we use 4 sets on every GPU.
 [JV] Jia et al., 2018 (Volta microbenchmarks): V100 L1 load throughput 128 B/clk/SM (theoretical),
      L2 load bandwidth 2,155 GB/s measured; P100 L2 1,624 GB/s.
-[JT] Jia et al., "Dissecting the NVidia Turing T4 GPU via Microbenchmarking" (2019) and
-     "Dissecting the Ampere GPU architecture" (Luo et al., 2024 / Chips and Cheese measurements):
-     A100 L2 ~ 4.8 TB/s usable of 5120 B/clk x 1.41 GHz; H100 L1 128 B/clk/SM, L2 ~ 5.5 TB/s measured
-     (Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture", IPDPS 2024).
+[JT] L1/L2 throughput measurements, te42kyfo/gpu-benches (cuda-cache/*.txt, gpu-l2-cache/*.txt):
+     A100: L1 19.1 TB/s over 108 SMs x 1.41 GHz = ~125 B/clk/SM; L2 4.4-5.4 TB/s measured of the
+     whitepaper's 5120 B/clk [A]. H100 PCIe (114 SMs, 1.755 GHz): L1 ~126 B/clk/SM, L2 6.9-7.0 TB/s, which
+     scaled by SMs x clock to the 132-SM 1.98 GHz SXM part gives ~9.1 TB/s; H200: L2 9.7-10.2 TB/s
+     measured (gpu-l2-cache/h200.txt).
+[XL] TITAN Xp L2 bandwidth: no published measurement found; derived as 24 slices [AS] x 32 B/clk x
+     1.582 GHz = 1.21 TB/s. Pascal L1: 64 B/clk/SM (Turing whitepaper: Turing's unified L1 doubles the
+     hit bandwidth per TPC compared to Pascal).
 """
 from __future__ import annotations
 
@@ -231,14 +242,14 @@ GPUS = {
     "titanxp": GPU(name="titanxp", sms=30, clock_mhz=1582, fp32_tflops=12.1,                    # [X]
                    l1_smem_bytes=48 * KB, smem_carveouts=(), separate_smem_bytes=96 * KB,       # [X]
                    l1_sets=4,                                                                  # [GS]
-                   l2_bytes=3 * MB, l2_slices=12, l2_ways=16, l2_index="xor",                  # [X][AS]
-                   dram_gbps=547.7, l1_bytes_per_clk=64, l2_gbps=1200.0,                       # [X][JV]
+                   l2_bytes=3 * MB, l2_slices=24, l2_ways=16, l2_index="xor",                  # [X][AS]
+                   dram_gbps=547.7, l1_bytes_per_clk=64, l2_gbps=1200.0,                       # [X][XL]
                    tensor_tflops=0.0),
     "p100": GPU(name="p100", sms=56, clock_mhz=1480, fp32_tflops=10.6,                          # [P]
                 l1_smem_bytes=24 * KB, smem_carveouts=(), separate_smem_bytes=64 * KB,          # [P]
                 l1_sets=4,                                                                     # [GS]
                 l2_bytes=4 * MB, l2_slices=32, l2_ways=16, l2_index="xor",                     # [P][AS]
-                dram_gbps=732.0, l1_bytes_per_clk=64, l2_gbps=1624.0,                          # [P][JV]
+                dram_gbps=732.0, l1_bytes_per_clk=64, l2_gbps=1624.0,                          # [P][JV][XL]
                 tensor_tflops=21.2),
     "v100": GPU(name="v100", sms=80, clock_mhz=1530, fp32_tflops=15.7,                          # [V]
                 l1_smem_bytes=128 * KB, smem_carveouts=_CARVEOUTS_V100, l1_sets=4,              # [V][GS]
@@ -253,12 +264,12 @@ GPUS = {
     "h100": GPU(name="h100", sms=132, clock_mhz=1980, fp32_tflops=67.0,                         # [H]
                 l1_smem_bytes=256 * KB, smem_carveouts=_CARVEOUTS_H100, l1_sets=4,              # [H][GS]
                 l2_bytes=50 * MB, l2_slices=80, l2_ways=20, l2_index="xor",                    # [H][AS]
-                dram_gbps=3350.0, l1_bytes_per_clk=128, l2_gbps=5500.0,                        # [H][JT]
+                dram_gbps=3350.0, l1_bytes_per_clk=128, l2_gbps=9100.0,                        # [H][JT]
                 tensor_tflops=989.0),
     "h200": GPU(name="h200", sms=132, clock_mhz=1980, fp32_tflops=67.0,                         # [H2]
                 l1_smem_bytes=256 * KB, smem_carveouts=_CARVEOUTS_H100, l1_sets=4,              # [H2][GS]
-                l2_bytes=50 * MB, l2_slices=80, l2_ways=20, l2_index="xor",                    # [H2][AS]
-                dram_gbps=4800.0, l1_bytes_per_clk=128, l2_gbps=5500.0,                        # [H2][JT]
+                l2_bytes=60 * MB, l2_slices=96, l2_ways=20, l2_index="xor",                    # [H2]
+                dram_gbps=4800.0, l1_bytes_per_clk=128, l2_gbps=9700.0,                        # [H2][JT]
                 tensor_tflops=989.0),
 }
 
