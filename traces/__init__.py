@@ -3,3 +3,16 @@ from .kernel import KernelConfig, ThreadMap
 from .layer import ConvLayer
 
 __all__ = ["ConvLayer", "KernelConfig", "ThreadMap"]
+
+from .networks import NETWORKS, load_layers, network  # noqa: E402
+
+__all__ += ["NETWORKS", "load_layers", "network"]
+
+from .simulate import simulate_layer  # noqa: E402
+from .stream import RequestChunk, iter_request_chunks, tensor_bases  # noqa: E402
+
+__all__ += ["RequestChunk", "iter_request_chunks", "simulate_layer", "tensor_bases"]
+
+from .tracefile import TraceFile, read_trace, replay, write_trace  # noqa: E402
+
+__all__ += ["TraceFile", "read_trace", "replay", "write_trace"]

@@ -1,0 +1,157 @@
+"""Shared helpers of the analytic CLIs (argument checks, atomic output files, table printing)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+
+class CliError(ValueError):
+    """Bad command-line input (exit status 2, one line on stderr)."""
+
+
+def parse_int_list(text: str, what: str) -> list:
+    items = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise CliError(f"{what} must be a comma-separated list of positive integers, got {text!r}") from None
+        if value <= 0:
+            raise CliError(f"{what} must be positive, got {value}")
+        items.append(value)
+    if not items:
+        raise CliError(f"{what} is empty")
+    return items
+
+
+def resolve_gpu(name):
+    import simcore
+    try:
+        return simcore.gpu(name)
+    except (ValueError, TypeError) as err:
+        raise CliError(str(err)) from None
+
+
+def resolve_kernel(args):
+    from traces import KernelConfig
+    kwargs = {"layout": args.layout, "dtype": args.dtype}
+    if getattr(args, "vector", None) is not None:
+        kwargs["vector"] = args.vector
+    try:
+        if args.tile:
+            return KernelConfig.from_tile(args.tile, **kwargs)
+        return KernelConfig(**kwargs)
+    except (ValueError, TypeError) as err:
+        raise CliError(str(err)) from None
+
+
+def resolve_factors(path):
+    from .factors import ReuseFactors
+    if path is None:
+        return None
+    try:
+        return ReuseFactors.load(path)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+
+
+def network_layers(name, batch):
+    import traces
+    try:
+        return traces.network(name, batch)
+    except (ValueError, TypeError, KeyError) as err:
+        msg = err.args[0] if err.args else str(err)
+        raise CliError(str(msg)) from None
+
+
+def check_output_path(path, what):
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(folder):
+        raise CliError(f"{what}: folder {folder!r} does not exist")
+    if os.path.isdir(path):
+        raise CliError(f"{what}: {path!r} is a folder")
+
+
+def atomic_write(path, writer, binary=False):
+    """Call writer(tmp_path) and rename the result onto path (no partial file on failure)."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    base, ext = os.path.splitext(os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{base}-", suffix=ext or ".tmp", dir=folder)
+    os.close(fd)
+    try:
+        writer(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path, doc):
+    def writer(tmp):
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, default=_json_default)
+            fh.write("\n")
+    atomic_write(path, writer)
+
+
+def _json_default(obj):
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def clean_json(value):
+    """inf/nan -> None (strict JSON)."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    return value
+
+
+def run_main(parser_fn, check_fn, run_fn, argv):
+    parser = parser_fn()
+    try:
+        args = parser.parse_args(argv)
+    except CliError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:          # --help
+        return int(exc.code) if isinstance(exc.code, int) else 0
+    try:
+        check_fn(args)
+        return run_fn(args)
+    except (CliError, ValueError, TypeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def fmt_si(value, unit=""):
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f}{prefix}{unit}"
+    return f"{value:.2f}{unit}"
+
+
+import argparse  # noqa: E402
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors raise CliError (one 'error: ...' line, exit 2)."""
+
+    def error(self, message):
+        raise CliError(message)
+
+
+def add_kernel_arguments(parser):
+    parser.add_argument("--layout", default="nhwc", choices=("nhwc", "nchw"), help="data layout")
+    parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"), help="element type")
+    parser.add_argument("--tile", default=None, help="CTA tile MxNxK (default 128x128x8)")
+    parser.add_argument("--vector", type=int, default=None, help="elements per thread access")
+    parser.add_argument("--factors", default=None, help="ReuseFactors JSON file")

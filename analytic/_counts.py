@@ -1,0 +1,322 @@
+"""Exact L1 request and sector counts of DESIGN section 3's kernel, in closed form (Numba).
+
+The central routine is `_rows`: a set of "rows" (GEMM rows m = n*P*Q + p*Q + q, or filters k, ...)
+forming a box n in [0, N), p in [plo, phi], q in [qlo, qhi]; rows are grouped into warp requests by
+aligned groups of ``g`` consecutive row indices (group id = m // g); row m covers the byte interval
+[a(m), a(m) + L) with a = n*An + p*Ap + q*Aq + b. It returns
+
+* requests: the number of groups holding at least one row of the box, and
+* sectors:  the sum over groups of the number of distinct 32-byte sectors their rows cover,
+
+both exactly, with loops bounded by the periods of the residues (m mod g, a mod 32) in n, p and q
+(each <= lcm(g, 32), i.e. <= 32 when g divides 32) -- never by N, P, Q or the number of groups.
+
+Counting rules (proved in MODEL.md):
+
+* the rows of one (n, p) form an interval of m; groups touched by an interval starting at residue
+  mu = m mod g with w rows: 1 + (mu + w - 1) // g; consecutive intervals (in m order) that end and
+  start in the same group share it (chain rule), so distinct groups = sum touched - shared pairs.
+* the addresses of the rows are increasing in m within a group (monotone raster), rows never
+  overlap, so the sectors of a group = sum over rows of sectors(interval) - number of consecutive
+  valid rows of the group whose intervals share a sector (last sector of one == first of next).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+SEC = 32
+
+
+@njit(cache=True)
+def _gcd(a, b):
+    a = abs(a)
+    b = abs(b)
+    while b:
+        a, b = b, a % b
+    return a
+
+
+@njit(cache=True)
+def _lcm(a, b):
+    return a // _gcd(a, b) * b
+
+
+@njit(cache=True)
+def _period(step, mod):
+    """Period of i -> (i * step) mod ``mod``."""
+    return mod // _gcd(step % mod, mod)
+
+
+@njit(cache=True)
+def _mult(count, period, i):
+    """Number of j in [0, count) with j % period == i."""
+    if i >= count or count <= 0:
+        return 0
+    return (count - 1 - i) // period + 1
+
+
+@njit(cache=True)
+def _rowfunc(mu, al, w, g, Aq, L, Tq):
+    """Sectors of the rows of one (n, p) interval (w rows starting at m-residue mu, address residue
+    al), minus sectors shared by consecutive rows of the same group."""
+    D = Aq - L + 1
+    total = 0
+    for t0 in range(min(Tq, w)):
+        mult = _mult(w, Tq, t0)
+        x = (al + t0 * Aq) % SEC
+        total += mult * ((x + L - 1) // SEC + 1)
+        if D < SEC:
+            mh = _mult(w - 1, Tq, t0)
+            if mh > 0 and (mu + t0) % g != g - 1:
+                if (x + L - 1) % SEC + D < SEC:
+                    total -= mh
+    return total
+
+
+@njit(cache=True)
+def _rows(N, P, Q, plo, phi, qlo, qhi, g, An, Ap, Aq, b, L):
+    """(requests, sectors) of a box of rows; see the module docstring."""
+    cntp = phi - plo + 1
+    w = qhi - qlo + 1
+    if N <= 0 or cntp <= 0 or w <= 0:
+        return 0, 0
+    PQ = P * Q
+    Tn = _lcm(_period(PQ, g), _period(An, SEC))
+    Tp = _lcm(_period(Q, g), _period(Ap, SEC))
+    Tq = _lcm(g // _gcd(1, g), _period(Aq, SEC))
+    dm_row = Q - (w - 1)
+    da_row = Ap - (w - 1) * Aq - L + 1
+    dm_img = PQ - (cntp - 1) * Q - (w - 1)
+    da_img = An - (cntp - 1) * Ap - (w - 1) * Aq - L + 1
+    cache = np.full((g, SEC), -1, np.int64)
+    req = 0
+    sec = 0
+    for jn in range(min(Tn, N)):
+        mn = _mult(N, Tn, jn)
+        mn_head = _mult(N - 1, Tn, jn)
+        for jp in range(min(Tp, cntp)):
+            mp = _mult(cntp, Tp, jp)
+            mp_head = _mult(cntp - 1, Tp, jp)
+            p = plo + jp
+            mu = (jn * PQ + p * Q + qlo) % g
+            al = (jn * An + p * Ap + qlo * Aq + b) % SEC
+            req += mn * mp * (1 + (mu + w - 1) // g)
+            f = cache[mu, al]
+            if f < 0:
+                f = _rowfunc(mu, al, w, g, Aq, L, Tq)
+                cache[mu, al] = f
+            sec += mn * mp * f
+            if mp_head > 0:
+                mue = (mu + w - 1) % g
+                if mue + dm_row < g:
+                    req -= mn * mp_head
+                    ale = (al + (w - 1) * Aq + L - 1) % SEC
+                    if ale + da_row < SEC:
+                        sec -= mn * mp_head
+        if mn_head > 0:
+            mue = (jn * PQ + phi * Q + qhi) % g
+            if mue + dm_img < g:
+                req -= mn_head
+                ale = (jn * An + phi * Ap + qhi * Aq + b + L - 1) % SEC
+                if ale + da_img < SEC:
+                    sec -= mn_head
+    return req, sec
+
+
+@njit(cache=True)
+def _range_1d(out_size, in_size, stride, pad, dil, f):
+    """Output positions o in [0, out_size) with 0 <= o*stride - pad + f*dil < in_size: (lo, hi)."""
+    off = f * dil - pad
+    # o*stride + off >= 0  ->  o >= ceil(-off / stride)
+    lo = -((off) // stride) if off < 0 else 0
+    if lo < 0:
+        lo = 0
+    # o*stride + off <= in_size - 1
+    top = in_size - 1 - off
+    if top < 0:
+        return 0, -1
+    hi = top // stride
+    if hi > out_size - 1:
+        hi = out_size - 1
+    return lo, hi
+
+
+@njit(cache=True)
+def _blocks(extent, tile, eb):
+    """Classes of reduction blocks [x0, x0 + tile) over [0, extent): rows (x0, valid, multiplicity).
+    Full blocks are grouped by x0*eb mod 32 (period <= 32); the last partial block is its own class."""
+    nfull = extent // tile
+    rem = extent - nfull * tile
+    T = _period(tile * eb, SEC)
+    n = min(T, nfull) + (1 if rem else 0)
+    out = np.zeros((n, 3), np.int64)
+    i = 0
+    for c in range(min(T, nfull)):
+        out[i, 0] = c * tile
+        out[i, 1] = tile
+        out[i, 2] = _mult(nfull, T, c)
+        i += 1
+    if rem:
+        out[i, 0] = nfull * tile
+        out[i, 1] = rem
+        out[i, 2] = 1
+    return out
+
+
+@njit(cache=True)
+def _split_lanes(t_c, vector, valid):
+    """Warp request shape along the contiguous dimension: (g, chunk_elems). If t_c divides 32 a
+    request covers g = 32 // t_c strided rows and all the tile's contiguous elements; if 32 divides
+    t_c a request covers one row and 32*vector contiguous elements (chunk)."""
+    if 32 % t_c == 0:
+        return 32 // t_c, t_c * vector
+    if t_c % 32 == 0:
+        return 1, 32 * vector
+    # irregular map: approximate by the nearest group size (documented in MODEL.md)
+    g = max(1, int(round(32.0 / t_c)))
+    return g, t_c * vector
+
+
+@njit(cache=True)
+def _l1_nhwc(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile_n, tile_k,
+             vec, tca, tcb):
+    """nhwc: [reqA, secA, reqB, secB, valid A element-rows, valid (m, r, s) count]."""
+    res = np.zeros(6, np.int64)
+    tiles_m = (N * P * Q + tile_m - 1) // tile_m
+    tiles_n = (K + tile_n - 1) // tile_n
+    blocks = _blocks(C, tile_k, eb)
+    ga, chunk_a = _split_lanes(tca, vec, 0)
+    gb, chunk_b = _split_lanes(tcb, vec, 0)
+    Ceb = C * eb
+    for r in range(R):
+        plo, phi = _range_1d(P, H, sh, ph, dh, r)
+        for s in range(S):
+            qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
+            cnt = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+            res[5] += cnt
+            base = ((r * dh - ph) * W + (s * dw - pw)) * Ceb
+            bbase = (r * S + s) * Ceb
+            for bi in range(blocks.shape[0]):
+                c0 = blocks[bi, 0]
+                cv = blocks[bi, 1]
+                mult = blocks[bi, 2]
+                # A
+                for u0 in range(0, cv, chunk_a):
+                    ln = min(chunk_a, cv - u0)
+                    rq, sc = _rows(N, P, Q, plo, phi, qlo, qhi, ga, H * W * Ceb, sh * W * Ceb,
+                                   sw * Ceb, base + (c0 + u0) * eb, ln * eb)
+                    res[0] += mult * rq * tiles_n
+                    res[1] += mult * sc * tiles_n
+                # B: rows = filters k
+                for u0 in range(0, cv, chunk_b):
+                    ln = min(chunk_b, cv - u0)
+                    rq, sc = _rows(1, 1, K, 0, 0, 0, K - 1, gb, 0, 0, R * S * Ceb,
+                                   bbase + (c0 + u0) * eb, ln * eb)
+                    res[2] += mult * rq * tiles_m
+                    res[3] += mult * sc * tiles_m
+                res[4] += mult * cnt
+    return res
+
+
+@njit(cache=True)
+def _l1_nchw(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile_n, tile_k,
+             tca, tcb):
+    """nchw: [reqA, secA, reqB, secB, valid A element-rows, valid (m, r, s) count]."""
+    res = np.zeros(6, np.int64)
+    tiles_m = (N * P * Q + tile_m - 1) // tile_m
+    tiles_n = (K + tile_n - 1) // tile_n
+    HW = H * W
+    # A: contiguous m. t_c = tile_m; a request is one gk and 32 rows (t_c multiple of 32) or
+    # 32 // t_c gk values x t_c rows (approximated: groups of t_c rows, requests shared).
+    if tca % 32 == 0:
+        ga = 32
+        share = 1
+    else:
+        ga = tca if 32 % tca == 0 else max(1, tca)
+        share = max(1, 32 // tca)
+    Tc = _period(HW * eb, SEC)
+    for r in range(R):
+        plo, phi = _range_1d(P, H, sh, ph, dh, r)
+        for s in range(S):
+            qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
+            cnt = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+            res[5] += cnt
+            res[4] += C * cnt
+            base = ((r * dh - ph) * W + (s * dw - pw)) * eb
+            reqs = 0
+            for ic in range(min(Tc, C)):
+                mult = _mult(C, Tc, ic)
+                rq, sc = _rows(N, P, Q, plo, phi, qlo, qhi, ga, C * HW * eb, sh * W * eb, sw * eb,
+                               base + ic * HW * eb, eb)
+                reqs += mult * rq
+                res[1] += mult * sc * tiles_n
+            res[0] += (reqs + share - 1) // share * tiles_n if share > 1 else reqs * tiles_n
+    # B: KCRS, contiguous gk (tile_k), strided k
+    GK = C * R * S
+    gb, chunk_b = _split_lanes(tcb, 1, 0)
+    blocks = _blocks(GK, tile_k, eb)
+    for bi in range(blocks.shape[0]):
+        g0 = blocks[bi, 0]
+        gv = blocks[bi, 1]
+        mult = blocks[bi, 2]
+        for u0 in range(0, gv, chunk_b):
+            ln = min(chunk_b, gv - u0)
+            rq, sc = _rows(1, 1, K, 0, 0, 0, K - 1, gb, 0, 0, GK * eb, (g0 + u0) * eb, ln * eb)
+            res[2] += mult * rq * tiles_m
+            res[3] += mult * sc * tiles_m
+    return res
+
+
+@njit(cache=True)
+def _stores(N, K, P, Q, eb, tile_m, tile_n, nchw):
+    """Output store [requests, sectors]."""
+    res = np.zeros(2, np.int64)
+    M = N * P * Q
+    PQ = P * Q
+    if not nchw:
+        tiles_n = (K + tile_n - 1) // tile_n
+        ngroups = (tile_n + 31) // 32
+        for tn in range(tiles_n):
+            for j in range(ngroups):
+                k0 = tn * tile_n + 32 * j
+                if k0 >= K:
+                    continue
+                kend = min(tn * tile_n + min(32 * (j + 1), tile_n), K)
+                rq, sc = _rows(1, 1, M, 0, 0, 0, M - 1, 1, 0, 0, K * eb, k0 * eb, (kend - k0) * eb)
+                res[0] += rq
+                res[1] += sc
+    else:
+        if tile_m % 32 == 0:
+            g = 32
+        elif tile_m < 32:
+            g = tile_m
+        else:
+            g = 32          # groups not globally aligned: approximation
+        Tk = _period(PQ * eb, SEC)
+        for ik in range(min(Tk, K)):
+            mult = _mult(K, Tk, ik)
+            rq, sc = _rows(N, 1, PQ, 0, 0, 0, PQ - 1, g, K * PQ * eb, 0, eb, ik * PQ * eb, eb)
+            res[0] += mult * rq
+            res[1] += mult * sc
+    return res
+
+
+def l1_counts(layer, kernel) -> dict:
+    """Exact L1 load requests/sectors (A, B) and store requests/sectors (C) of one layer."""
+    sh, sw = layer.stride
+    ph, pw = layer.pad
+    dh, dw = layer.dilation
+    P, Q = layer.p, layer.q
+    eb = kernel.elem_bytes
+    tma, tmb = kernel.thread_map_a, kernel.thread_map_b
+    args = (layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
+            P, Q, eb, kernel.tile_m, kernel.tile_n, kernel.tile_k)
+    if kernel.layout == "nhwc":
+        res = _l1_nhwc(*args, kernel.vector, tma.t_c, tmb.t_c)
+    else:
+        res = _l1_nchw(*args, tma.t_c, tmb.t_c)
+    st = _stores(layer.n, layer.k, P, Q, eb, kernel.tile_m, kernel.tile_n, kernel.layout == "nchw")
+    return {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
+            "valid_a_elems": int(res[4]), "valid_mrs": int(res[5]),
+            "req_C": int(st[0]), "sec_C": int(st[1])}

@@ -1,0 +1,204 @@
+"""Within-CTA input reuse across filter positions (Numba; loops over R*S k-step pairs only)."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._counts import _range_1d
+
+
+@njit(cache=True)
+def _overlap_1d(lo, hi, shift, size):
+    """|{x in [lo, hi]: 0 <= x + shift <= size - 1}| (shift may be fractional)."""
+    a = max(float(lo), -shift)
+    b = min(float(hi), size - 1 - shift)
+    if b < a:
+        return 0.0
+    return b - a + 1.0
+
+
+@njit(cache=True)
+def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m, frac_w, edge):
+    """hist[t, d] (d = 1 .. R*S-1): valid A row accesses at filter position t (= r*S + s) of one
+    channel block whose nearest earlier access to the same data (same CTA, same channel block) was
+    d filter positions before; hist[t, 0]: first touches. Row pairs are matched by the shift (dp, dq) of filter positions; the pair stays in the
+    CTA with probability 1 - edge*|dm|/tile_m (tile edges). ``frac_w``: consecutive rows of an output
+    row fall in the same or adjacent sectors, so a column shift that is not a multiple of the stride
+    still reuses data (fractional dq)."""
+    RS = R * S
+    hist = np.zeros((RS, RS), np.float64)
+    M = N * P * Q
+    for t in range(RS):
+        r = t // S
+        s = t % S
+        plo, phi = _range_1d(P, H, sh, ph, dh, r)
+        qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
+        rows = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+        if rows == 0:
+            continue
+        cum = 0.0
+        for d in range(1, t + 1):
+            t2 = t - d
+            r2 = t2 // S
+            s2 = t2 % S
+            ddh = (r - r2) * dh
+            ddw = (s - s2) * dw
+            if ddh % sh:
+                continue
+            dp = ddh // sh
+            if ddw % sw == 0:
+                dq = float(ddw // sw)
+            elif frac_w:
+                dq = ddw / sw
+            else:
+                continue
+            dm = dp * Q + dq
+            if tiles_m > 1:
+                tf = 1.0 - edge * abs(dm) / tile_m
+                if abs(dm) >= min(tile_m, M):
+                    tf = 0.0
+            else:
+                tf = 1.0
+            if tf <= 0.0:
+                continue
+            cov = N * _overlap_1d(plo, phi, dp, P) * _overlap_1d(qlo, qhi, dq, Q) * tf
+            if cov > rows:
+                cov = rows
+            if cov > cum:
+                hist[t, d] += cov - cum
+                cum = cov
+        hist[t, 0] += rows - cum
+    return hist
+
+
+@njit(cache=True)
+def miss_rows(hist, lines_a_t, other, nsa, ways, lo, hi, dscale):
+    """Rows of `hist` that miss: first touches, plus reuses whose LRU distance (d * dscale rounds of
+    lines_a_t[t] / nsa + other lines in the set) reaches the ways (linear ramp lo..hi)."""
+    RS = hist.shape[0]
+    total = 0.0
+    for t in range(RS):
+        total += hist[t, 0]
+        x1 = (lines_a_t[t] / nsa + other) / ways
+        for d in range(1, t + 1):
+            hv = hist[t, d]
+            if hv == 0.0:
+                continue
+            x = d * dscale * x1
+            if x <= lo:
+                continue
+            if x >= hi:
+                total += hv
+            else:
+                total += hv * (x - lo) / (hi - lo)
+    return total
+
+
+@njit(cache=True)
+def _ramp(x, lo, hi):
+    if x <= lo:
+        return 1.0
+    if x >= hi:
+        return 0.0
+    return (hi - x) / (hi - lo)
+
+
+@njit(cache=True)
+def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps, lpr_a, lpr_b,
+               nsa, nsb, nmax, ways, lo, hi, dscale, p_m, p_n, p_mw, p_nw, f_wave, share_blk,
+               reuse_b1, lpm_a, b_row_lines):
+    """L1 model over co-residency classes (k CTAs per SM, weight) and tile classes (rows, weight):
+    returns (fraction of A row accesses that miss, fraction of B lookups that hit)."""
+    rows_total = rows_t.sum()
+    RS = R * S
+    miss_frac_a = 0.0
+    hit_b = 0.0
+    lat = np.empty(rows_t.shape[0], np.float64)
+    for ci in range(classes.shape[0]):
+        k = classes[ci, 0]
+        wgt = classes[ci, 1] / ctas
+        na = 1.0 + (k - 1) * (1.0 - p_m)
+        nb = 1.0 + (k - 1) * (1.0 - p_n)
+        ma = 0.0
+        hb_acc = 0.0
+        for mi in range(mcls.shape[0]):
+            T = mcls[mi, 0]
+            wm = mcls[mi, 1]
+            for ni in range(ncls.shape[0]):
+                Kt = ncls[ni, 0]
+                wn = ncls[ni, 1]
+                lines_b = Kt * lpr_b
+                other = nb * lines_b / nmax
+                for t in range(rows_t.shape[0]):
+                    lat[t] = rows_t[t] * (T / M) * lpr_a * na
+                ma_t = 0.0
+                if rows_total > 0:
+                    ma_t = miss_rows(hist, lat, other, nsa, ways, lo, hi, dscale) / rows_total
+                    ma += wm * wn * ma_t
+                lines_a = rows_total / RS * (T / M) * lpr_a
+                d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
+                hb = reuse_b1 * _ramp(d_b, lo, hi)
+                if share_blk > 0:
+                    hb += (1.0 - hb) * share_blk * _ramp(RS * d_b, lo, hi)
+                if k > 1:
+                    d_cta_b = (lines_b / nsb + lines_a / nmax) / ways
+                    hb += (1.0 - hb) * (k - 1) / k * p_n * _ramp(d_cta_b, lo, hi)
+                # the previous wave's CTA on this SM used the same filters: distance one CTA lifetime
+                # distinct lines of one lifetime: A misses, the CTA's whole filter slice
+                a_life = k * ma_t * rows_total * (T / M) * lpm_a
+                b_life = nb * min(ksteps * lines_b, Kt * b_row_lines)
+                life = (a_life / nmax + b_life / nsb) / ways
+                hb += (1.0 - hb) * f_wave * p_nw * _ramp(life, lo, hi)
+                hb_acc += wm * wn * hb
+        lines_a = rows_total / RS * (tm / M) * lpr_a
+        if share_blk > 0:
+            ma *= 1.0 - share_blk * _ramp(RS * (lines_a * na / nsa + nb * tn * lpr_b / nmax) / ways, lo, hi)
+        if k > 1:
+            d_cta_a = (lines_a / nsa + tn * lpr_b / nmax) / ways
+            ma *= 1.0 - (k - 1) / k * p_m * _ramp(d_cta_a, lo, hi)
+        if p_mw > 0:
+            a_life = k * ma * rows_total * (tm / M) * lpm_a
+            b_life = nb * min(ksteps * tn * lpr_b, tn * b_row_lines)
+            life = (a_life / nsa + b_life / nmax) / ways
+            ma *= 1.0 - f_wave * p_mw * _ramp(life, lo, hi)
+        miss_frac_a += wgt * ma
+        hit_b += wgt * hb_acc
+    return miss_frac_a, hit_b
+
+
+@njit(cache=True)
+def touched_1d(out_size, in_size, stride, pad, dil, filt):
+    """Distinct input positions read along one axis (union over filter taps), by residue class."""
+    total = 0
+    los = np.empty(filt, np.int64)
+    his = np.empty(filt, np.int64)
+    for rho in range(min(stride, in_size)):
+        n = 0
+        for f in range(filt):
+            off = f * dil - pad
+            if (rho - off) % stride:
+                continue
+            lo = max(off, 0)
+            hi = min(off + stride * (out_size - 1), in_size - 1)
+            first = lo + ((rho - lo) % stride)
+            if first > hi:
+                continue
+            los[n] = first
+            his[n] = hi
+            n += 1
+        if n == 0:
+            continue
+        order = np.argsort(los[:n])
+        cur_lo = los[order[0]]
+        cur_hi = his[order[0]]
+        for i in range(1, n):
+            lo = los[order[i]]
+            hi = his[order[i]]
+            if lo <= cur_hi + stride:
+                cur_hi = max(cur_hi, hi)
+            else:
+                total += (cur_hi - cur_lo) // stride + 1
+                cur_lo = lo
+                cur_hi = hi
+        total += (cur_hi - cur_lo) // stride + 1
+    return total

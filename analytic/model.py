@@ -1,0 +1,365 @@
+"""`predict_layer` / `predict_network`: the closed-form traffic, timing and roofline model.
+
+See analytic/MODEL.md for the formulas. Cost per layer is independent of batch size and of the
+number of CTAs: loops run over filter positions, channel-block residue classes (<= 32), co-resident
+CTA slots (<= CTAs per SM) and bounded periods.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from simcore import metrics as Mx
+from traces.kernel import KernelConfig
+from traces.layer import ConvLayer
+
+from ._counts import l1_counts, _range_1d
+from ._reuse import l1_classes, reuse_histogram, touched_1d
+from .factors import resolve_factors
+
+__all__ = ["predict_layer", "predict_network", "TIMING_KEYS"]
+
+TIMING_KEYS = ("flops", "time_s", "bound", "time_compute_s", "time_l1_s", "time_l2_s", "time_dram_s",
+               "ai_l1", "ai_l2", "ai_dram", "waves")
+_BOUNDS = ("compute", "l1", "l2", "dram")
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _ramp(x, lo, hi):
+    """L1 hit probability of a reuse at relative distance x (1 below lo, 0 above hi)."""
+    if x <= lo:
+        return 1.0
+    if x >= hi:
+        return 0.0
+    return (hi - x) / (hi - lo)
+
+
+def _l2_miss(x, width):
+    """L2 miss probability of a reuse at relative distance x (logistic around 1)."""
+    z = (x - 1.0) / width
+    if z > 40:
+        return 1.0
+    if z < -40:
+        return 0.0
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def _nsets(strides, sets, line):
+    """Sets of an L1 (linear index) that lines with the given byte strides can reach."""
+    g = sets
+    for st in strides:
+        if st % line:
+            return sets
+        g = math.gcd(g, (st // line) % sets) if (st // line) % sets else g
+    return sets // g
+
+
+def _check(layer, gpu, kernel):
+    from simcore.gpus import GPU
+    if not isinstance(layer, ConvLayer):
+        raise TypeError(f"layer must be a traces.ConvLayer, got {type(layer).__name__}")
+    if not isinstance(gpu, GPU):
+        raise TypeError(f"gpu must be a simcore.GPU, got {type(gpu).__name__}")
+    if not isinstance(kernel, KernelConfig):
+        raise TypeError(f"kernel must be a traces.KernelConfig, got {type(kernel).__name__}")
+    kernel.check_layer(layer)
+
+
+def predict_layer(layer, gpu, kernel=None, factors=None) -> dict:
+    """Predict every metric of ``simcore.metrics`` (totals and per operand, floats) plus timing keys.
+
+    ``factors``: an `analytic.ReuseFactors`, a path to its JSON file, or None (defaults).
+    """
+    kernel = KernelConfig() if kernel is None else kernel
+    _check(layer, gpu, kernel)
+    f = resolve_factors(factors)
+    return _predict(layer, gpu, kernel, f, _machine(gpu, kernel))
+
+
+def predict_network(layers, gpu, kernel=None, factors=None) -> list:
+    """`predict_layer` for every layer (factors resolved once)."""
+    kernel = KernelConfig() if kernel is None else kernel
+    f = resolve_factors(factors)
+    out = []
+    machine = None
+    for layer in layers:
+        _check(layer, gpu, kernel)
+        if machine is None:
+            machine = _machine(gpu, kernel)
+        out.append(_predict(layer, gpu, kernel, f, machine))
+    return out
+
+
+def _machine(gpu, kernel):
+    """Kernel-on-GPU figures shared by every layer: CTAs per SM, L1 ways and sets."""
+    l1 = kernel.l1_config(gpu)
+    return kernel.resident_ctas(gpu), l1.ways, l1.sets
+
+
+def _predict(layer, gpu, kernel, f, machine):
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    sh, sw = layer.stride
+    ph, pw = layer.pad
+    dh, dw = layer.dilation
+    P, Q = layer.p, layer.q
+    M = N * P * Q
+    eb = kernel.elem_bytes
+    nhwc = kernel.layout == "nhwc"
+    tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
+    SEC = gpu.sector_bytes
+    LINE = gpu.line_bytes
+    sms = gpu.sms
+
+    ex = l1_counts(layer, kernel)
+    sec_a, sec_b, sec_c = ex["sec_A"], ex["sec_B"], ex["sec_C"]
+
+    # ---- grid, occupancy, waves -----------------------------------------------------------------
+    tiles_m = _cdiv(M, tm)
+    tiles_n = _cdiv(K, tn)
+    ctas = tiles_m * tiles_n
+    cps, ways, sets = machine
+    per_wave = cps * sms
+    waves = _cdiv(ctas, per_wave)
+    full_waves = ctas // per_wave
+    n_last = ctas - full_waves * per_wave
+    ksteps = R * S * _cdiv(C, tk) if nhwc else _cdiv(C * R * S, tk)
+
+    # CTAs by the number k of CTAs sharing their SM (full waves: cps; last wave: by SM fill).
+    def ge(j):  # SMs of the last wave holding >= j CTAs
+        return max(0, min(sms, n_last - (j - 1) * sms))
+    classes = []
+    if full_waves:
+        classes.append((cps, full_waves * per_wave))
+    for k in range(1, cps + 1):
+        n_sm = ge(k) - ge(k + 1)
+        if n_sm > 0:
+            classes.append((k, k * n_sm))
+    slot0 = full_waves * sms + min(n_last, sms)
+    later = ctas - slot0                      # CTAs with an earlier co-resident partner
+
+    # co-resident partners (blocks b and b + SMs) share tile_n / tile_m?
+    wl = 1 << kernel.swizzle_log
+    gx = tiles_m * wl
+
+    def same_n(delta):
+        """Fraction of blocks b (with b + delta also a block) whose tile_n equals that of b + delta."""
+        if ctas <= delta:
+            return 0.0
+        if tiles_n == 1:
+            return 1.0
+        if delta % wl:
+            return 0.0
+        span = ctas - delta            # linear ids run over the grid row by row (gx per row)
+        keep = max(0, gx - delta)
+        return min(1.0, ((span // gx) * keep + min(span % gx, keep)) / span)
+
+    def same_m(delta):
+        if ctas <= delta:
+            return 0.0
+        if delta % gx == 0:
+            return 1.0
+        if wl > 1 and delta < wl:
+            return 1.0 - delta / wl
+        return 0.0
+
+    p_n, p_m = same_n(sms), same_m(sms)
+
+    # ---- L1 working set per k-step (lines) and the sets they map to -------------------------------
+    unit = C * eb if nhwc else eb                  # bytes per input column w
+    if nhwc:
+        rows_a = ex["valid_mrs"] / (tiles_m * R * S)           # A rows per CTA k-step
+        lines_a = rows_a * max(min(tk, C) * eb / LINE, min(1.0, sw * unit / LINE))
+        nsa = _nsets((sw * unit, sh * W * unit, H * W * unit), sets, LINE)
+        row_b = R * S * C * eb
+    else:
+        elems = ex["valid_a_elems"] / (tiles_m * ksteps)
+        lines_a = max(1.0, elems * max(sw * eb, 1) / LINE) if elems else 0.0
+        nsa = sets
+        row_b = C * R * S * eb
+    rows_b = K / tiles_n
+    lines_b = rows_b * max(tk * eb / LINE, min(1.0, row_b / LINE))
+    nsb = _nsets((row_b,), sets, LINE)
+    nmax = max(nsa, nsb)
+
+    hist = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
+                           unit < SEC, f.l1_tile_edge)
+    rows_t = hist.sum(axis=1)                  # valid rows (all tiles) per filter position
+    rows_total = float(rows_t.sum())
+    lo, hi = f.l1_hit_lo, f.l1_hit_hi
+    nblk = _cdiv(C, tk) if nhwc else C
+    dense = unit < SEC
+    if dense:
+        spr = nblk * sw * unit / SEC            # consecutive rows share sectors: bytes / 32
+    else:
+        spr = sec_a / (tiles_n * rows_total) if rows_total else 0.0
+    dscale = 1.0 if nhwc else 1.0 / tk          # filter-position distance -> rounds
+    if nhwc:
+        lpr_a = max(min(tk, C) * eb / LINE, min(1.0, sw * unit / LINE))
+    else:
+        lpr_a = tk * max(1.0, sw * eb) / LINE
+    lpr_b = max(tk * eb / LINE, min(1.0, row_b / LINE))
+    # tile classes: full tiles and the last partial one (rows), full and partial filter tiles
+    last_m = M - (tiles_m - 1) * tm
+    mcls = [(tm, (tiles_m - 1) * tm / M), (last_m, last_m / M)] if last_m != tm else [(tm, 1.0)]
+    last_n = K - (tiles_n - 1) * tn
+    ncls = [(tn, (tiles_n - 1) / tiles_n), (last_n, 1.0 / tiles_n)] if last_n != tn else [(tn, 1.0)]
+    share_blk = max(0.0, 1.0 - tk * eb / SEC) if tk * eb < SEC else 0.0
+    small_b = (C <= tk) and nhwc and C * eb < SEC
+    if small_b and sec_b:
+        reuse_b1 = max(0.0, 1.0 - _cdiv(K * R * S * C * eb, SEC) * tiles_m / sec_b)
+    else:
+        reuse_b1 = 0.0
+    # previous wave's CTA on the same SM and slot (blocks b and b + per_wave)
+    p_nw, p_mw = same_n(per_wave), same_m(per_wave)
+    f_wave = max(0, ctas - per_wave) / ctas
+    miss_frac_a, hit_b = l1_classes(
+        hist, rows_t, np.array(classes, np.float64), np.array(mcls, np.float64),
+        np.array(ncls, np.float64), float(ctas), float(M), R, S, float(tm), float(tn), float(ksteps),
+        lpr_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways), lo, hi, dscale,
+        p_m, p_n, p_mw, p_nw, f_wave, share_blk, reuse_b1,
+        nblk * (sw * unit / LINE if dense else lpr_a), row_b / LINE)
+    miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
+    l1_hit_a = sec_a - miss_a
+    l1_hit_b = sec_b * min(1.0, hit_b)
+    miss_b = sec_b - l1_hit_b
+
+    # ---- compulsory (unique) sectors of each tensor ----------------------------------------------
+    ht = touched_1d(P, H, sh, ph, dh, R)
+    wt = touched_1d(Q, W, sw, pw, dw, S)
+    if nhwc:
+        if C * eb % SEC == 0:
+            uniq_a = N * ht * wt * (C * eb // SEC)
+        elif wt == W:
+            uniq_a = N * ht * (W * C * eb / SEC + 1.0 - eb / SEC) if ht < H else _cdiv(N * H * W * C * eb, SEC)
+        else:
+            uniq_a = N * ht * wt * (C * eb + SEC - eb) / SEC
+    else:
+        if wt == W and ht == H:
+            uniq_a = _cdiv(N * C * H * W * eb, SEC)
+        elif sw * eb <= SEC:
+            uniq_a = N * C * ht * (((wt - 1) * sw + 1) * eb / SEC + 1.0 - eb / SEC)
+        else:
+            uniq_a = N * C * ht * wt
+    uniq_a = min(float(uniq_a), miss_a) if miss_a else 0.0
+    uniq_b = min(float(_cdiv(K * C * R * S * eb, SEC)), miss_b)
+    uniq_c = float(_cdiv(M * K * eb, SEC))
+
+    # ---- L2: reuse among CTAs, capacity -----------------------------------------------------------
+    cap = gpu.l2_bytes / SEC * f.l2_capacity
+    width = f.l2_cliff_width
+    y_cta = uniq_c / ctas
+    a_cta = uniq_a / tiles_m
+    b_slice = uniq_b / tiles_n
+    # A re-read by the next tile_n pass: blocks b and b + tiles_m (same tile_m). In the same wave
+    # they run in lockstep (L2 hit); otherwise the distance is the traffic of tiles_m CTAs.
+    if tiles_n > 1:
+        p_same_wave = max(0.0, 1.0 - tiles_m / per_wave)
+        d_pass = tiles_m * (a_cta + y_cta) + b_slice
+        reread_a = (tiles_n - 1) * (1.0 - p_same_wave) * _l2_miss(d_pass / cap, width)
+    else:
+        reread_a = 0.0
+    # B re-read by each later wave of the same pass.
+    d_wave = per_wave * (a_cta + y_cta) + per_wave / max(1, tiles_m) * b_slice + b_slice
+    if tiles_m > per_wave:
+        waves_per_pass = _cdiv(tiles_m, per_wave) if tiles_n == 1 else (tiles_m - 1) / per_wave + 1.0
+        reread_b = (waves_per_pass - 1.0) * _l2_miss(d_wave / cap, width)
+    else:
+        reread_b = 0.0
+    # input halo shared by CTAs of consecutive waves
+    halo = 0.0
+    if waves > 1 and R * dh > sh:
+        halo_rows = (R * dh - sh) / sh          # output-row overlap of neighbouring bands, in input rows
+        halo_sec = halo_rows * wt * (unit / SEC)
+        if not nhwc:
+            halo_sec *= C
+        halo = (waves - 1) * halo_sec * f.l2_halo_miss * _l2_miss(d_wave / cap, width)
+    dram_a = min(miss_a, uniq_a * (1.0 + reread_a) + halo)
+    dram_b = min(miss_b, uniq_b * (1.0 + reread_b))
+
+    # ---- stores: L2 write-back, dirty sectors left at the end (LRU stack walked back by waves) ----
+    capd = gpu.l2_bytes / SEC * f.l2_dirty_capacity
+    y_last = (n_last if n_last else per_wave) * y_cta
+    y_full = per_wave * y_cta
+    r_last = (n_last if n_last else per_wave) * a_cta + min(uniq_b, b_slice * max(1.0, (n_last or per_wave) / max(1, tiles_m)))
+    r_full = per_wave * a_cta
+    dirty = min(y_last, capd)
+    rem = capd - y_last - r_last
+    other = uniq_c - y_last
+    if rem > 0 and other > 0:
+        per = y_full + r_full
+        nfit = math.floor(rem / per) if per > 0 else 0
+        got = min(other, nfit * y_full)
+        rem2 = rem - nfit * per
+        if got < other and rem2 > 0:
+            got += min(other - got, rem2, y_full)
+        dirty += got
+    dirty = min(dirty, uniq_c)
+    dram_w = max(0.0, uniq_c - dirty)
+    l2_wr = float(sec_c)
+    l2_wr_miss = min(l2_wr, uniq_c)
+
+    # ---- assemble metrics -------------------------------------------------------------------------
+    per = {m: [0.0, 0.0, 0.0] for m in Mx.METRICS}
+    per[Mx.L1_LD_REQUESTS] = [float(ex["req_A"]), float(ex["req_B"]), 0.0]
+    per[Mx.L1_LD_SECTORS] = [float(sec_a), float(sec_b), 0.0]
+    per[Mx.L1_LD_HITS] = [l1_hit_a, l1_hit_b, 0.0]
+    per[Mx.L1_LD_MISSES] = [miss_a, miss_b, 0.0]
+    per[Mx.L1_ST_REQUESTS] = [0.0, 0.0, float(ex["req_C"])]
+    per[Mx.L1_ST_SECTORS] = [0.0, 0.0, float(sec_c)]
+    per[Mx.L2_RD_SECTORS] = [miss_a, miss_b, 0.0]
+    per[Mx.L2_RD_MISSES] = [dram_a, dram_b, 0.0]
+    per[Mx.L2_RD_HITS] = [miss_a - dram_a, miss_b - dram_b, 0.0]
+    per[Mx.L2_WR_SECTORS] = [0.0, 0.0, l2_wr]
+    per[Mx.L2_WR_MISSES] = [0.0, 0.0, l2_wr_miss]
+    per[Mx.L2_WR_HITS] = [0.0, 0.0, l2_wr - l2_wr_miss]
+    per[Mx.DRAM_RD_SECTORS] = [dram_a, dram_b, 0.0]
+    per[Mx.DRAM_WR_SECTORS] = [0.0, 0.0, dram_w]
+    per[Mx.L2_DIRTY_AT_END] = [0.0, 0.0, dirty]
+    out = {}
+    for m in Mx.METRICS:
+        v = per[m]
+        out[m] = v[0] + v[1] + v[2]
+    for m in Mx.METRICS:
+        v = per[m]
+        out[m + ":A"] = v[0]
+        out[m + ":B"] = v[1]
+        out[m + ":C"] = v[2]
+
+    # ---- timing -------------------------------------------------------------------------------------
+    flops = float(layer.flops)
+    if kernel.dtype == "fp16" and gpu.tensor_tflops > 0:
+        peak = gpu.tensor_tflops * 1e12
+    elif kernel.dtype == "fp16":
+        peak = 2.0 * gpu.fp32_tflops * 1e12
+    else:
+        peak = gpu.fp32_tflops * 1e12
+    tile_flops = 2.0 * tm * tn * ksteps * tk
+    # wave quantization: each wave costs the time one SM needs for its cps CTAs' tile work at the
+    # per-SM peak (peak / sms), whether or not every SM is busy
+    t_compute = waves * cps * tile_flops / (peak / sms)
+    clk = gpu.clock_mhz * 1e6
+    l1_bytes = (out[Mx.L1_LD_SECTORS] + out[Mx.L1_ST_SECTORS]) * SEC
+    sms_busy = min(sms, ctas)
+    t_l1 = l1_bytes / (gpu.l1_bytes_per_clk * clk * sms_busy)
+    l2_bytes = (out[Mx.L2_RD_SECTORS] + out[Mx.L2_WR_SECTORS]) * SEC
+    t_l2 = l2_bytes / (gpu.l2_gbps * 1e9)
+    dram_bytes = (out[Mx.DRAM_RD_SECTORS] + out[Mx.DRAM_WR_SECTORS]) * SEC
+    t_dram = dram_bytes / (gpu.dram_gbps * 1e9)
+    times = (t_compute, t_l1, t_l2, t_dram)
+    ib = max(range(4), key=lambda i: times[i])
+    out["flops"] = flops
+    out["time_compute_s"] = t_compute
+    out["time_l1_s"] = t_l1
+    out["time_l2_s"] = t_l2
+    out["time_dram_s"] = t_dram
+    out["time_s"] = times[ib]
+    out["bound"] = _BOUNDS[ib]
+    out["ai_l1"] = flops / l1_bytes if l1_bytes else math.inf
+    out["ai_l2"] = flops / l2_bytes if l2_bytes else math.inf
+    out["ai_dram"] = flops / dram_bytes if dram_bytes else math.inf
+    out["waves"] = float(waves)
+    return out

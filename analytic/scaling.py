@@ -1,0 +1,204 @@
+"""Resource-scaling study: predicted speedup of each layer and of the network when GPU resources scale.
+
+    python -m analytic.scaling vgg16 --gpu v100 [--batch 1] --scale sms=2 --scale dram_gbps=1.5 \
+           --scale l2_bytes=2,l2_gbps=1.5 [--json FILE] [--plot FILE.png] [--layout/--dtype/--tile]
+
+Each ``--scale`` is one scenario: a set of GPU fields multiplied together (``dataclasses.replace``).
+Integer fields are rounded (``l2_bytes`` to a whole number of slice x line x ways units so the L2
+geometry stays valid); a field that is unknown, not numeric, or gives an invalid GPU is an error
+naming it. Scaling ``sms`` or ``clock_mhz`` scales the FP32 and tensor peaks with them
+(same SM design) unless those are scaled explicitly. Speedup = predicted time on the base GPU / predicted time on the scaled GPU (the network:
+sum of layer times).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from . import _cli
+from .model import predict_network
+
+__all__ = ["create_parser", "check_arguments", "run", "main", "parse_scale", "scale_gpu"]
+
+_NOT_SCALABLE = ("name", "smem_carveouts", "l2_index")
+
+
+def create_parser():
+    p = _cli.Parser(prog="python -m analytic.scaling",
+                    description="Predicted speedup of a CNN's conv layers when GPU resources scale.")
+    p.add_argument("network", help="vgg16, resnet50, alexnet or googlenet")
+    p.add_argument("--gpu", default="v100", help="base GPU (default v100)")
+    p.add_argument("--batch", type=str, default="1", help="batch size (default 1)")
+    p.add_argument("--scale", action="append", default=[], metavar="FIELD=X[,FIELD=Y]",
+                   help="one scenario: GPU fields scaled together (repeatable)")
+    p.add_argument("--json", default=None, help="write the results as JSON here")
+    p.add_argument("--plot", default=None, help="write a bar chart (PNG) here")
+    _cli.add_kernel_arguments(p)
+    return p
+
+
+def parse_scale(text: str) -> dict:
+    """'l2_bytes=2,l2_gbps=1.5' -> {'l2_bytes': 2.0, 'l2_gbps': 1.5}."""
+    from simcore.gpus import GPU
+    names = {f.name for f in dataclasses.fields(GPU)}
+    out = {}
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise _cli.CliError(f"--scale item must look like FIELD=FACTOR, got {part!r}")
+        field, value = (x.strip() for x in part.split("=", 1))
+        if field not in names:
+            raise _cli.CliError(f"--scale: unknown GPU field {field!r}")
+        if field in _NOT_SCALABLE:
+            raise _cli.CliError(f"--scale: GPU field {field!r} is not numeric and cannot be scaled")
+        try:
+            factor = float(value)
+        except ValueError:
+            raise _cli.CliError(f"--scale: factor of {field} must be a number, got {value!r}") from None
+        if not factor > 0 or factor != factor or factor == float("inf"):
+            raise _cli.CliError(f"--scale: factor of {field} must be positive and finite, got {value!r}")
+        if field in out:
+            raise _cli.CliError(f"--scale: field {field!r} given twice in {text!r}")
+        out[field] = factor
+    if not out:
+        raise _cli.CliError(f"--scale: empty scenario {text!r}")
+    return out
+
+
+def scale_gpu(gpu, factors: dict):
+    """A new GPU with each field multiplied by its factor (ints rounded; errors name the field)."""
+    factors = dict(factors)
+    # more (or faster) SMs of the same design: the compute peaks follow unless given explicitly
+    speed = factors.get("sms", 1.0) * factors.get("clock_mhz", 1.0)
+    if speed != 1.0:
+        for peak in ("fp32_tflops", "tensor_tflops"):
+            factors.setdefault(peak, speed)
+    changes = {}
+    for field, factor in factors.items():
+        value = getattr(gpu, field)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _cli.CliError(f"--scale: GPU field {field!r} is not numeric")
+        if isinstance(value, int):
+            if field == "l2_bytes":
+                unit = gpu.l2_slices * gpu.line_bytes * gpu.l2_ways
+                if "l2_slices" in factors or "l2_ways" in factors or "line_bytes" in factors:
+                    new = int(round(value * factor))
+                else:
+                    new = max(1, int(round(value * factor / unit))) * unit
+            else:
+                new = int(round(value * factor))
+            if new <= 0:
+                raise _cli.CliError(f"--scale: {field}={value} x {factor} rounds to {new}, not a positive integer")
+        else:
+            new = value * factor
+        changes[field] = new
+    try:
+        return dataclasses.replace(gpu, **changes)
+    except (ValueError, TypeError) as err:
+        raise _cli.CliError(f"--scale {','.join(f'{k}={v}' for k, v in factors.items())}: "
+                            f"invalid GPU: {err}") from None
+
+
+def check_arguments(args):
+    args.batches = _cli.parse_int_list(args.batch, "--batch")
+    if len(args.batches) != 1:
+        raise _cli.CliError(f"--batch takes one batch size, got {args.batch!r}")
+    args.gpu_obj = _cli.resolve_gpu(args.gpu)
+    args.kernel = _cli.resolve_kernel(args)
+    args.factors_obj = _cli.resolve_factors(args.factors)
+    if not args.scale:
+        raise _cli.CliError("give at least one --scale FIELD=FACTOR scenario")
+    args.scenarios = []
+    for text in args.scale:
+        factors = parse_scale(text)
+        scaled = scale_gpu(args.gpu_obj, factors)
+        try:
+            args.kernel.resident_ctas(scaled)
+            args.kernel.l1_config(scaled)
+        except ValueError as err:
+            raise _cli.CliError(f"--scale {text}: kernel does not fit the scaled GPU: {err}") from None
+        args.scenarios.append((text, factors, scaled))
+    _cli.check_output_path(args.json, "--json")
+    _cli.check_output_path(args.plot, "--plot")
+    if args.plot is not None and not args.plot.lower().endswith(".png"):
+        raise _cli.CliError(f"--plot must be a .png file, got {args.plot!r}")
+    args.layers = _cli.network_layers(args.network, args.batches[0])
+    for layer in args.layers:
+        args.kernel.check_layer(layer)
+
+
+def scaling_data(args) -> dict:
+    base = predict_network(args.layers, args.gpu_obj, args.kernel, args.factors_obj)
+    base_total = sum(p["time_s"] for p in base)
+    scenarios = []
+    for text, factors, gpu in args.scenarios:
+        preds = predict_network(args.layers, gpu, args.kernel, args.factors_obj)
+        total = sum(p["time_s"] for p in preds)
+        scenarios.append({
+            "scale": text, "factors": factors,
+            "layers": [{"layer": l.name, "time_s": p["time_s"], "bound": p["bound"],
+                        "speedup": b["time_s"] / p["time_s"] if p["time_s"] else 0.0}
+                       for l, p, b in zip(args.layers, preds, base)],
+            "total_time_s": total, "speedup": base_total / total if total else 0.0})
+    return {"network": args.network, "gpu": args.gpu_obj.name, "batch": args.batches[0],
+            "kernel": args.kernel.as_dict(),
+            "base": [{"layer": l.name, "time_s": p["time_s"], "bound": p["bound"]}
+                     for l, p in zip(args.layers, base)],
+            "base_total_time_s": base_total, "scenarios": scenarios}
+
+
+def print_table(data, out=None):
+    out = sys.stdout if out is None else out
+    names = [s["scale"] for s in data["scenarios"]]
+    width = max(12, *(len(n) for n in names))
+    print(f"# {data['network']} batch {data['batch']} on {data['gpu']}: predicted speedup per scenario", file=out)
+    print(f"{'layer':24s} {'base_us':>9s} {'bound':>7s} " + " ".join(f"{n:>{width}s}" for n in names), file=out)
+    for i, row in enumerate(data["base"]):
+        cells = " ".join(f"{s['layers'][i]['speedup']:>{width - 9}.3f}x {s['layers'][i]['bound']:>7s}"
+                         for s in data["scenarios"])
+        print(f"{row['layer'][:24]:24s} {row['time_s'] * 1e6:9.1f} {row['bound']:>7s} {cells}", file=out)
+    cells = " ".join(f"{s['speedup']:>{width - 1}.3f}x" for s in data["scenarios"])
+    print(f"{'network':24s} {data['base_total_time_s'] * 1e6:9.1f} {'':>7s} {cells}", file=out)
+
+
+def plot(data, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layers = [r["layer"] for r in data["base"]] + ["network"]
+    n = len(data["scenarios"])
+    fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(layers) * max(1, n)), 5))
+    width = 0.8 / max(1, n)
+    for j, s in enumerate(data["scenarios"]):
+        vals = [r["speedup"] for r in s["layers"]] + [s["speedup"]]
+        ax.bar([i + j * width for i in range(len(layers))], vals, width=width, label=s["scale"])
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks([i + (n - 1) * width / 2 for i in range(len(layers))])
+    ax.set_xticklabels(layers, rotation=90, fontsize=6)
+    ax.set_ylabel("predicted speedup")
+    ax.set_title(f"{data['network']} batch {data['batch']} on {data['gpu']}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    _cli.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+
+
+def run(args) -> int:
+    data = scaling_data(args)
+    if args.json:
+        _cli.write_json(args.json, data)
+    if args.plot:
+        plot(data, args.plot)
+    print_table(data)
+    return 0
+
+
+def main(argv=None) -> int:
+    return _cli.run_main(create_parser, check_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""Analytic model throughput: layer predictions per second (DESIGN section 8 target: >= 10,000/s).
+
+    python benchmarks/bench_analytic.py [--seconds 3]
+
+Predicts every conv layer of vgg16, resnet50, alexnet and googlenet (batch 1 and 64) on v100, a100
+and h100 with the default kernel, repeatedly, on one core, after a warm-up (Numba JIT cache).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import simcore
+import traces
+from analytic import predict_layer, predict_network
+
+TARGET = 10_000.0
+
+
+def workload():
+    kernel = traces.KernelConfig()
+    cases = []
+    for gname in ("v100", "a100", "h100"):
+        gpu = simcore.gpu(gname)
+        for net in ("vgg16", "resnet50", "alexnet", "googlenet"):
+            for batch in (1, 64):
+                cases.append((traces.network(net, batch), gpu, kernel))
+    return cases
+
+
+def measure(seconds: float = 3.0, network_api: bool = False) -> float:
+    cases = workload()
+    for layers, gpu, kernel in cases:            # warm-up
+        predict_network(layers[:1], gpu, kernel)
+    count = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for layers, gpu, kernel in cases:
+            if network_api:
+                predict_network(layers, gpu, kernel)
+            else:
+                for layer in layers:
+                    predict_layer(layer, gpu, kernel)
+            count += len(layers)
+    return count / (time.perf_counter() - start)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=3.0)
+    args = p.parse_args(argv)
+    rate = measure(args.seconds)
+    rate_net = measure(args.seconds, network_api=True)
+    print(f"predict_layer:   {rate:10.0f} layer predictions/s (target >= {TARGET:.0f}) "
+          f"{'OK' if rate >= TARGET else 'BELOW TARGET'}")
+    print(f"predict_network: {rate_net:10.0f} layer predictions/s (target >= {TARGET:.0f}) "
+          f"{'OK' if rate_net >= TARGET else 'BELOW TARGET'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,517 @@
+"""Per-SM L1 caches and a sliced L2 (DESIGN section 4), fed chunk by chunk.
+
+API
+---
+``Hierarchy(l1, sms, l2_slice, l2_slices, slice_hash="xor")``
+    ``sms`` L1 caches of geometry ``l1`` (a ``CacheConfig``) and ``l2_slices`` L2 slices of geometry
+    ``l2_slice``; ``slice_hash`` picks the slice of a line: ``"linear"``: ``line mod slices``;
+    ``"xor"``: ``(line ^ line >> 7 ^ line >> 14) mod slices``. Within its slice a line is cached
+    under the line address ``line // slices`` (the slice's own index function picks the set). Both
+    levels must use the same sector size. All caches start empty.
+``Hierarchy.for_gpu(gpu, l1_config)``
+    The L2 of ``gpu`` (``gpu.l2_slice_config()``, ``gpu.l2_slices``, ``gpu.l2_index``) with ``gpu.sms``
+    L1s of geometry ``l1_config`` (e.g. ``gpu.l1_config(ctas_per_sm, smem_per_cta)``).
+``h.feed(req_sm, req_operand, req_is_store, req_first, req_count, sectors)``
+    One chunk of warp-level requests in global issue order: request ``r`` comes from SM
+    ``req_sm[r]``, operand ``req_operand[r]`` (0: A, 1: B, 2: C), is a store iff ``req_is_store[r]``,
+    and touches the sectors ``sectors[req_first[r] : req_first[r] + req_count[r]]`` (byte addresses,
+    multiples of the sector size). Loads look up L1[sm] once per sector; misses go to L2 as reads.
+    Stores are write-through, no-allocate: they leave L1 untouched and go to L2 as writes
+    (write-back, write-allocate without fetch: the sector becomes valid and dirty).
+    Arrays may be reused by the caller after the call. Memory use is the cache state plus O(chunk).
+``h.metrics() -> dict[str, int]``
+    Every key of ``simcore.metrics.METRICS``, totals and per operand (``:A``, ``:B``, ``:C``).
+    A read miss in L2 is one DRAM read sector; a dirty sector evicted from L2 is one DRAM write
+    sector, attributed to the operand of the last store that wrote it; dirty sectors still in L2
+    are ``L2_DIRTY_AT_END`` (not DRAM writes). ``metrics()`` may be called at any time.
+``h.parallel``
+    ``None`` (default: parallel when Numba has more than one thread and the chunk is large),
+    ``True`` or ``False``. Serial and parallel runs give identical counts.
+
+Parallel scheme: SMs' L1s are independent, and so are L2 slices. Per chunk, the L1 phase runs SMs in
+parallel (requests bucketed per SM by a stable counting sort; each SM keeps its own counters and marks
+its sectors' misses), then the L2 phase runs slices in parallel over the L2-bound sectors bucketed per
+slice (stable, so each slice sees its sectors in issue order), each slice with its own counters.
+"""
+from __future__ import annotations
+
+import numbers
+import time
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from . import metrics as M
+from .cache import _POPCOUNT8, _access, _geometry, _new_bank
+from .config import CacheConfig, check_positive_int
+
+# per-SM L1 counters [sm, operand, k]
+_L1_LD_REQ, _L1_LD_SEC, _L1_LD_HIT, _L1_LD_MISS, _L1_ST_REQ, _L1_ST_SEC = range(6)
+_L1_KEYS = (M.L1_LD_REQUESTS, M.L1_LD_SECTORS, M.L1_LD_HITS, M.L1_LD_MISSES, M.L1_ST_REQUESTS,
+            M.L1_ST_SECTORS)
+# per-slice L2 counters [slice, operand, k]
+_L2_RD, _L2_RD_HIT, _L2_RD_MISS, _L2_WR, _L2_WR_HIT, _L2_WR_MISS, _DRAM_RD, _DRAM_WR = range(8)
+_L2_KEYS = (M.L2_RD_SECTORS, M.L2_RD_HITS, M.L2_RD_MISSES, M.L2_WR_SECTORS, M.L2_WR_HITS,
+            M.L2_WR_MISSES, M.DRAM_RD_SECTORS, M.DRAM_WR_SECTORS)
+
+# Byte addresses must stay below this (the L2 bucketing packs line // slices << 8 in an int64).
+_MAX_ADDRESS = 1 << 55
+
+# Index ranges of the parallel L2 bucketing (handed out dynamically to the threads).
+_BUCKET_PARTS = 8
+
+# Below this many sectors per chunk the parallel path's bucketing is not worth it.
+_PARALLEL_MIN_SECTORS = 1 << 16
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _slice_of(line, slices, xor_hash):
+    h = line ^ (line >> 7) ^ (line >> 14) if xor_hash else line
+    if slices & (slices - 1) == 0:               # power of two: no 64-bit division (~40 cycles)
+        return h & (slices - 1)
+    return h % slices
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _slice_line(line, slices, slice_shift):
+    """Line address within its slice: line // slices (a shift when slices is a power of two)."""
+    if slice_shift >= 0:
+        return line >> slice_shift
+    return line // slices
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _l2_access(l2, g, tags, counts, sl, line, sector, write, op, spl):
+    """Access L2 slice ``sl`` (line address ``line`` within the slice); update the slice's counters."""
+    table, rec, sline, lru, last = l2
+    r = _access(table, rec, sline, lru, last, sl, line, sector, write,
+                g[0], g[1], g[2], g[3], g[4], g[5])
+    outcome = r & 3
+    slot = r >> 10
+    if outcome == 2:
+        evicted = (r >> 2) & 255
+        k = 0
+        while evicted:                           # dirty sectors of the evicted line go to DRAM
+            if evicted & 1:
+                counts[sl, tags[sl, slot * spl + k], 7] += 1
+            evicted >>= 1
+            k += 1
+    if write:
+        tags[sl, slot * spl + sector] = op
+        counts[sl, op, 3] += 1
+        counts[sl, op, 4 if outcome == 0 else 5] += 1
+    else:
+        counts[sl, op, 0] += 1
+        if outcome == 0:
+            counts[sl, op, 1] += 1
+        else:
+            counts[sl, op, 2] += 1
+            counts[sl, op, 6] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xor_hash,
+                 req_sm, req_op, req_st, req_first, req_count, sectors):
+    """Whole chunk in issue order on one thread (the reference for the parallel path)."""
+    table, rec, sline, lru, last = l1
+    l1_line, l1_sec, l1_mask, l2_line, l2_sec, l2_mask = shifts
+    spl2 = l2_mask + 1
+    for r in range(req_sm.shape[0]):
+        sm = req_sm[r]
+        op = req_op[r]
+        store = req_st[r] != 0
+        first = req_first[r]
+        n = req_count[r]
+        if store:
+            l1c[sm, op, 4] += 1
+            l1c[sm, op, 5] += n
+        else:
+            l1c[sm, op, 0] += 1
+            l1c[sm, op, 1] += n
+        for i in range(first, first + n):
+            a = sectors[i]
+            if not store:
+                o = _access(table, rec, sline, lru, last, sm, a >> l1_line,
+                            (a >> l1_sec) & l1_mask, False, g1[0], g1[1], g1[2], g1[3], g1[4], g1[5])
+                if o & 3 == 0:
+                    l1c[sm, op, 2] += 1
+                    continue
+                l1c[sm, op, 3] += 1
+            line = a >> l2_line
+            sl = _slice_of(line, slices, xor_hash)
+            _l2_access(l2, g2, tags, l2c, sl, _slice_line(line, slices, slice_shift), (a >> l2_sec) & l2_mask,
+                       store, op, spl2)
+
+
+@njit(cache=True, _nrt=False)
+def _bucket(keys, nkeys, starts, order):
+    """Stable counting sort: ``order[starts[k]:starts[k+1]]`` = indices i with keys[i] == k, ascending.
+
+    Negative keys are left out. ``starts`` has nkeys + 1 entries."""
+    for k in range(nkeys + 1):
+        starts[k] = 0
+    for i in range(keys.shape[0]):
+        if keys[i] >= 0:
+            starts[keys[i] + 1] += 1
+    for k in range(nkeys):
+        starts[k + 1] += starts[k]
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        if k >= 0:
+            order[starts[k]] = i
+            starts[k] += 1
+    for k in range(nkeys, 0, -1):                 # shift back: starts[k] = start of bucket k
+        starts[k] = starts[k - 1]
+    starts[0] = 0
+
+
+@njit(cache=True, _nrt=False)
+def _l1_sm(l1, g1, l1c, sm, starts, order, req_op, req_st, req_first, req_count, sectors, shifts,
+           slices, slice_shift, xor_hash, keys, info):
+    """SM ``sm``'s requests (bucket ``sm`` of ``order``) through its L1, in issue order.
+
+    For each of its sectors: ``keys[i]`` = the L2 slice it goes to (-1 for an L1 load hit) and
+    ``info[i]`` = (line // slices) << 8 | is_store << 5 | operand << 3 | sector (what the L2 needs).
+    Computing the slice here puts the hashing and division in the parallel phase."""
+    table, rec, sline, lru, last = l1
+    sets, ways, kind, sbits, hshift, hmask = g1[0], g1[1], g1[2], g1[3], g1[4], g1[5]
+    l1_line, l1_sec, l1_mask = shifts[0], shifts[1], shifts[2]
+    l2_line, l2_sec, l2_mask = shifts[3], shifts[4], shifts[5]
+    for j in range(starts[sm], starts[sm + 1]):
+        r = order[j]
+        op = req_op[r]
+        first = req_first[r]
+        n = req_count[r]
+        store = req_st[r] != 0
+        if store:
+            l1c[sm, op, 4] += 1
+            l1c[sm, op, 5] += n
+        else:
+            l1c[sm, op, 0] += 1
+            l1c[sm, op, 1] += n
+        misses = 0
+        for i in range(first, first + n):
+            a = sectors[i]
+            if not store:
+                o = _access(table, rec, sline, lru, last, sm, a >> l1_line,
+                            (a >> l1_sec) & l1_mask, False, sets, ways, kind, sbits, hshift, hmask)
+                if o & 3 == 0:
+                    keys[i] = -1
+                    continue
+                misses += 1
+            line = a >> l2_line
+            keys[i] = _slice_of(line, slices, xor_hash)
+            info[i] = ((_slice_line(line, slices, slice_shift) << 8) | (store << 5) | (op << 3)
+                       | ((a >> l2_sec) & l2_mask))
+        if not store:
+            l1c[sm, op, 2] += n - misses
+            l1c[sm, op, 3] += misses
+
+
+@njit(cache=True, _nrt=False)
+def _count_part(keys, lo, hi, hist, t):
+    for k in range(hist.shape[1]):
+        hist[t, k] = 0
+    for i in range(lo, hi):
+        k = keys[i]
+        if k >= 0:
+            hist[t, k] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _scatter_part(keys, info, lo, hi, hist, t, packed):
+    for i in range(lo, hi):
+        k = keys[i]
+        if k >= 0:
+            packed[hist[t, k]] = info[i]
+            hist[t, k] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _offsets(hist, starts):
+    """Bucket starts, and each part's first position in each bucket (in place in ``hist``)."""
+    pos = 0
+    for k in range(hist.shape[1]):
+        starts[k] = pos
+        for t in range(hist.shape[0]):
+            c = hist[t, k]
+            hist[t, k] = pos
+            pos += c
+    starts[hist.shape[1]] = pos
+
+
+@njit(cache=True)
+def _l2_bucket_serial(keys, info, hist, starts, packed):
+    """Stable bucketing of the L2-bound sectors by slice: ``packed[starts[k]:starts[k+1]]`` = slice
+    ``k``'s ``info`` values in issue order. Copying them (rather than indexing the chunk from the
+    slice loop) keeps the L2 phase's reads sequential: gathering from the whole chunk cost about
+    60 ns per L2 access in cache misses (measured, v100 geometry, 1.7 M-sector chunk)."""
+    n = keys.shape[0]
+    _count_part(keys, 0, n, hist, 0)
+    _offsets(hist, starts)
+    _scatter_part(keys, info, 0, n, hist, 0, packed)
+
+
+@njit(cache=True, parallel=True)
+def _l2_bucket_parallel(keys, info, hist, starts, packed):
+    """``_l2_bucket_serial`` as a parallel stable counting sort over ``hist.shape[0]`` index ranges."""
+    n = keys.shape[0]
+    parts = hist.shape[0]
+    for t in prange(parts):
+        _count_part(keys, n * t // parts, n * (t + 1) // parts, hist, t)
+    _offsets(hist, starts)
+    for t in prange(parts):
+        _scatter_part(keys, info, n * t // parts, n * (t + 1) // parts, hist, t, packed)
+
+
+@njit(cache=True, _nrt=False)
+def _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl):
+    """Slice ``sl``'s L2-bound sectors (bucket ``sl`` of ``packed``), in issue order."""
+    for j in range(starts[sl], starts[sl + 1]):
+        p = packed[j]
+        _l2_access(l2, g2, tags, l2c, sl, p >> 8, p & 7, (p & 32) != 0, (p >> 3) & 3, spl)
+
+
+@njit(cache=True)
+def _l1_phase_serial(l1, g1, l1c, sms, starts, order, req_op, req_st, req_first, req_count, sectors,
+                     shifts, slices, slice_shift, xor_hash, keys, info):
+    for sm in range(sms):
+        _l1_sm(l1, g1, l1c, sm, starts, order, req_op, req_st, req_first, req_count, sectors, shifts,
+               slices, slice_shift, xor_hash, keys, info)
+
+
+@njit(cache=True, parallel=True)
+def _l1_phase_parallel(l1, g1, l1c, sms, starts, order, req_op, req_st, req_first, req_count, sectors,
+                       shifts, slices, slice_shift, xor_hash, keys, info):
+    for sm in prange(sms):
+        _l1_sm(l1, g1, l1c, sm, starts, order, req_op, req_st, req_first, req_count, sectors, shifts,
+               slices, slice_shift, xor_hash, keys, info)
+
+
+@njit(cache=True)
+def _l2_phase_serial(l2, g2, tags, l2c, slices, starts, packed, spl):
+    for sl in range(slices):
+        _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl)
+
+
+@njit(cache=True, parallel=True)
+def _l2_phase_parallel(l2, g2, tags, l2c, slices, starts, packed, spl):
+    for sl in prange(slices):
+        _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl)
+
+
+@njit(cache=True)
+def _dirty_by_operand(rec, tags, spl):
+    """Dirty sectors still in L2 per operand tag."""
+    out = np.zeros(3, np.int64)
+    for c in range(rec.shape[0]):
+        for slot in range(rec.shape[1]):
+            d = (rec[c, slot, 3] >> 8) & 255
+            k = 0
+            while d:
+                if d & 1:
+                    out[tags[c, slot * spl + k]] += 1
+                d >>= 1
+                k += 1
+    return out
+
+
+def _as_1d(value, name, kinds="iu"):
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(value).__name__}")
+    if value.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {value.shape}")
+    if value.dtype.kind not in kinds:
+        raise TypeError(f"{name} must have an integer dtype, got {value.dtype}")
+    return value
+
+
+def _check_range(arr, name, lo, hi):
+    """lo <= arr < hi (hi None: unbounded) else ValueError naming the array and the bad value."""
+    if arr.size == 0:
+        return
+    amin, amax = int(arr.min()), int(arr.max())
+    if amin < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {amin}")
+    if hi is not None and amax >= hi:
+        raise ValueError(f"{name} must be < {hi}, got {amax}")
+
+
+class Hierarchy:
+    """Per-SM sectored L1s + a sliced, sectored, write-back L2 (see the module docstring)."""
+
+    def __init__(self, l1: CacheConfig, sms: int, l2_slice: CacheConfig, l2_slices: int,
+                 slice_hash: str = "xor"):
+        if not isinstance(l1, CacheConfig):
+            raise TypeError(f"Hierarchy.l1 must be a CacheConfig, got {type(l1).__name__}")
+        if not isinstance(l2_slice, CacheConfig):
+            raise TypeError(f"Hierarchy.l2_slice must be a CacheConfig, got {type(l2_slice).__name__}")
+        self.sms = check_positive_int("Hierarchy", "sms", sms)
+        self.l2_slices = check_positive_int("Hierarchy", "l2_slices", l2_slices)
+        if slice_hash not in ("xor", "linear"):
+            raise ValueError(f"Hierarchy.slice_hash must be 'xor' or 'linear', got {slice_hash!r}")
+        if l1.sector_bytes != l2_slice.sector_bytes:
+            raise ValueError(f"Hierarchy: L1 sector_bytes={l1.sector_bytes} differs from L2 "
+                             f"sector_bytes={l2_slice.sector_bytes}")
+        self.l1 = l1
+        self.l2_slice = l2_slice
+        self.slice_hash = slice_hash
+        self.parallel = None
+        self._probe = []                 # (mode, seconds per sector) of the first large chunks
+        self._parallel_chosen = False
+        self._slice_shift = (self.l2_slices.bit_length() - 1
+                             if self.l2_slices & (self.l2_slices - 1) == 0 else -1)
+        self._mode = "auto"          # tests: "issue" (one loop in issue order), "bucketed", "parallel"
+        self._starts_sm = np.zeros(self.sms + 1, np.int64)
+        self._starts_slice = np.zeros(self.l2_slices + 1, np.int64)
+        self._keys = np.zeros(0, np.int32)
+        self._info = np.zeros(0, np.int64)
+        self._packed = np.zeros(0, np.int64)
+        self._hist = np.zeros((1, self.l2_slices), np.int64)
+        self._order_req = np.zeros(0, np.int32)
+        self._l1 = _new_bank(l1, self.sms)
+        self._g1 = np.array(_geometry(l1), np.int64)
+        self._l2 = _new_bank(l2_slice, self.l2_slices)
+        self._g2 = np.array(_geometry(l2_slice), np.int64)
+        self._tags = np.zeros((self.l2_slices, l2_slice.lines * l2_slice.sectors_per_line), np.uint8)
+        self._l1c = np.zeros((self.sms, 3, 6), np.int64)
+        self._l2c = np.zeros((self.l2_slices, 3, 8), np.int64)
+        shift = lambda x: x.bit_length() - 1  # noqa: E731  (powers of two)
+        self._shifts = np.array([shift(l1.line_bytes), shift(l1.sector_bytes), l1.sectors_per_line - 1,
+                                 shift(l2_slice.line_bytes), shift(l2_slice.sector_bytes),
+                                 l2_slice.sectors_per_line - 1], np.int64)
+
+    @classmethod
+    def for_gpu(cls, gpu, l1_config: CacheConfig) -> "Hierarchy":
+        """``gpu.sms`` L1s of ``l1_config`` and ``gpu``'s sliced L2."""
+        return cls(l1_config, gpu.sms, gpu.l2_slice_config(), gpu.l2_slices, gpu.l2_index)
+
+    def __repr__(self):
+        return (f"Hierarchy(l1={self.l1!r}, sms={self.sms}, l2_slice={self.l2_slice!r}, "
+                f"l2_slices={self.l2_slices}, slice_hash={self.slice_hash!r})")
+
+    def _check_feed(self, req_sm, req_operand, req_is_store, req_first, req_count, sectors):
+        req_sm = _as_1d(req_sm, "req_sm")
+        req_operand = _as_1d(req_operand, "req_operand")
+        req_is_store = _as_1d(req_is_store, "req_is_store", "iub")
+        req_first = _as_1d(req_first, "req_first")
+        req_count = _as_1d(req_count, "req_count")
+        sectors = _as_1d(sectors, "sectors")
+        n = req_sm.shape[0]
+        for name, arr in (("req_operand", req_operand), ("req_is_store", req_is_store),
+                          ("req_first", req_first), ("req_count", req_count)):
+            if arr.shape[0] != n:
+                raise ValueError(f"{name} has length {arr.shape[0]}, expected {n} (one per request)")
+        _check_range(req_sm, "req_sm", 0, self.sms)
+        _check_range(req_operand, "req_operand", 0, 3)
+        _check_range(req_is_store.view(np.uint8) if req_is_store.dtype.kind == "b" else req_is_store,
+                     "req_is_store", 0, 2)
+        _check_range(req_count, "req_count", 1, None)
+        _check_range(req_first, "req_first", 0, None)
+        if n:
+            end = int((req_first.astype(np.int64) + req_count).max())
+            if end > sectors.shape[0]:
+                raise ValueError(f"req_first + req_count reaches {end}, beyond len(sectors) = "
+                                 f"{sectors.shape[0]}")
+        _check_range(sectors, "sectors", 0, None)
+        if sectors.size and (sectors & (self.l1.sector_bytes - 1)).any():
+            bad = sectors[(sectors & (self.l1.sector_bytes - 1)) != 0][0]
+            raise ValueError(f"sectors must be multiples of sector_bytes={self.l1.sector_bytes}, got {int(bad)}")
+        if sectors.size and int(sectors.max()) >= _MAX_ADDRESS:
+            raise ValueError(f"sectors must be below 2**55 (byte addresses), got {int(sectors.max())}")
+        conv = lambda a, t: np.ascontiguousarray(a, dtype=t)  # noqa: E731  (no copy when already right)
+        return (conv(req_sm, np.int32), conv(req_operand, np.uint8), conv(req_is_store, np.uint8),
+                conv(req_first, np.int64), conv(req_count, np.int32), conv(sectors, np.int64))
+
+    def feed(self, req_sm, req_operand, req_is_store, req_first, req_count, sectors) -> None:
+        """Simulate one chunk of requests (see the module docstring for the arrays' meaning)."""
+        req_sm, req_op, req_st, req_first, req_count, sectors = self._check_feed(
+            req_sm, req_operand, req_is_store, req_first, req_count, sectors)
+        mode = self._mode
+        if mode == "auto":
+            parallel = self.parallel
+            if parallel is None:
+                parallel = (numba.get_num_threads() > 1 and sectors.shape[0] >= _PARALLEL_MIN_SECTORS
+                            and self._choose_parallel())
+            mode = "parallel" if parallel else "bucketed"
+            if self.parallel is None and self._probe is not None and sectors.shape[0] >= _PARALLEL_MIN_SECTORS:
+                start = time.perf_counter()
+                self._feed_bucketed(mode, req_sm, req_op, req_st, req_first, req_count, sectors)
+                self._probe.append((mode, (time.perf_counter() - start) / sectors.shape[0]))
+                return
+        if mode == "issue":
+            _feed_serial(self._l1, self._g1, self._l1c, self._l2, self._g2, self._tags, self._l2c,
+                         self._shifts, self.l2_slices, self._slice_shift, self.slice_hash == "xor",
+                         req_sm, req_op, req_st, req_first, req_count, sectors)
+            return
+        self._feed_bucketed(mode, req_sm, req_op, req_st, req_first, req_count, sectors)
+
+    def _choose_parallel(self) -> bool:
+        """Parallel or serial for the next large chunk. Parallel pays on an idle multi-core machine
+        and loses on one whose cores are busy with other work (measured on the 2-core development
+        machine under load: 2 threads ran at half the 1-thread speed), so the first large chunks
+        alternate serial / parallel (the first two of them warm each path up, the next two are timed)
+        and the faster path is kept. Both give identical counts."""
+        probe = self._probe
+        if probe is None:
+            return self._parallel_chosen
+        if len(probe) < 4:
+            return len(probe) % 2 == 1
+        serial = probe[2][1]
+        parallel = probe[3][1]
+        self._parallel_chosen = parallel < serial
+        self._probe = None
+        return self._parallel_chosen
+
+    def _feed_bucketed(self, mode, req_sm, req_op, req_st, req_first, req_count, sectors):
+        n_req, n_sec = req_sm.shape[0], sectors.shape[0]
+        if self._keys.shape[0] < n_sec:                  # per-chunk buffers, reused: O(chunk) memory
+            self._keys = np.empty(n_sec, np.int32)
+            self._info = np.empty(n_sec, np.int64)
+            self._packed = np.empty(n_sec, np.int64)
+        if self._order_req.shape[0] < n_req:
+            self._order_req = np.empty(n_req, np.int32)
+        keys, info, packed, order_req = (self._keys[:n_sec], self._info[:n_sec], self._packed[:n_sec],
+                                         self._order_req[:n_req])
+        keys[:] = -1                      # sectors no request refers to stay out of L2
+        parallel = mode == "parallel"
+        parts = _BUCKET_PARTS if parallel else 1
+        if self._hist.shape[0] != parts:
+            self._hist = np.zeros((parts, self.l2_slices), np.int64)
+        xor_hash = self.slice_hash == "xor"
+        _bucket(req_sm, self.sms, self._starts_sm, order_req)
+        # Parallel loops hand out one SM / slice / index range at a time (chunk size 1, not Numba's
+        # static halves): on a shared machine a descheduled thread then holds up one SM, not half.
+        chunksize = numba.set_parallel_chunksize(1) if parallel else None
+        try:
+            (_l1_phase_parallel if parallel else _l1_phase_serial)(
+                self._l1, self._g1, self._l1c, self.sms, self._starts_sm, order_req, req_op, req_st, req_first,
+                req_count, sectors, self._shifts, self.l2_slices, self._slice_shift, xor_hash, keys, info)
+            (_l2_bucket_parallel if parallel else _l2_bucket_serial)(keys, info, self._hist, self._starts_slice,
+                                                                     packed)
+            (_l2_phase_parallel if parallel else _l2_phase_serial)(
+                self._l2, self._g2, self._tags, self._l2c, self.l2_slices, self._starts_slice, packed,
+                self.l2_slice.sectors_per_line)
+        finally:
+            if parallel:
+                numba.set_parallel_chunksize(chunksize)
+
+    def metrics(self) -> dict:
+        """Counts so far: every key of ``simcore.metrics.METRICS``, totals and per operand."""
+        out = {}
+        l1 = self._l1c.sum(axis=0)     # [operand, k]
+        l2 = self._l2c.sum(axis=0)
+        dirty = _dirty_by_operand(self._l2[1], self._tags, self.l2_slice.sectors_per_line)
+        per_op = {}
+        for k, key in enumerate(_L1_KEYS):
+            per_op[key] = l1[:, k]
+        for k, key in enumerate(_L2_KEYS):
+            per_op[key] = l2[:, k]
+        per_op[M.L2_DIRTY_AT_END] = dirty
+        for key in M.METRICS:
+            out[key] = int(per_op[key].sum())
+        for key in M.METRICS:
+            for o, op in enumerate(M.OPERANDS):
+                out[M.operand_key(key, op)] = int(per_op[key][o])
+        return out

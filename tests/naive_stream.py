@@ -1,0 +1,269 @@
+"""Naive pure-Python reference of the request stream (DESIGN section 3), lane by lane.
+
+Written straight from the DESIGN text with plain loops and no cleverness, to check
+`traces.stream` request by request. Only for small layers.
+
+`naive_stream(layer, gpu, kernel)` returns a list of requests
+``(round, sm, cta, operand, is_store, kstep, sectors)`` with ``sectors`` a tuple of ascending byte
+addresses; with ``elements=True`` each request gets an eighth field: the list of its valid lanes as
+``(byte_address, coords)`` where coords is ``("A", m, c, r, s)``, ``("B", k, c, r, s)`` or
+``("C", m, k)`` (one entry per element: a vector lane gives V entries, addresses elem_bytes apart).
+"""
+from __future__ import annotations
+
+__all__ = ["naive_stream", "naive_tensor_bases"]
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def naive_tensor_bases(layer, kernel):
+    eb = kernel.elem_bytes
+    x_bytes = layer.n * layer.c * layer.h * layer.w * eb
+    w_bytes = layer.k * layer.c * layer.r * layer.s * eb
+    w_base = _ceil_div(x_bytes, 256) * 256
+    y_base = _ceil_div(w_base + w_bytes, 256) * 256
+    return 0, w_base, y_base
+
+
+def _thread_map(contiguous, strided, threads, vector):
+    t_c = contiguous // vector
+    t_s = threads // t_c
+    iterations = strided // t_s
+    return t_c, t_s, iterations
+
+
+def naive_stream(layer, gpu, kernel, elements=False):
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    sh, sw = layer.stride
+    ph, pw = layer.pad
+    dh, dw = layer.dilation
+    P = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
+    Q = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    M = N * P * Q
+    GK = C * R * S
+    eb = kernel.elem_bytes
+    V = kernel.vector
+    nchw = kernel.layout == "nchw"
+    tile_m, tile_n, tile_k = kernel.tile_m, kernel.tile_n, kernel.tile_k
+    threads = kernel.threads
+    sector = gpu.sector_bytes
+    x_base, w_base, y_base = naive_tensor_bases(layer, kernel)
+
+    if nchw:
+        map_a = _thread_map(tile_m, tile_k, threads, V)   # contiguous m, strided gk
+    else:
+        map_a = _thread_map(tile_k, tile_m, threads, V)   # contiguous c, strided m
+    map_b = _thread_map(tile_k, tile_n, threads, V)       # contiguous c or gk, strided k
+
+    def x_addr(n, c, h, w):
+        if nchw:
+            return x_base + (((n * C + c) * H + h) * W + w) * eb
+        return x_base + (((n * H + h) * W + w) * C + c) * eb
+
+    def w_addr(k, c, r, s):
+        if nchw:
+            return w_base + (((k * C + c) * R + r) * S + s) * eb
+        return w_base + (((k * R + r) * S + s) * C + c) * eb
+
+    def y_addr(m, k):
+        n = m // (P * Q)
+        p = (m // Q) % P
+        q = m % Q
+        if nchw:
+            return y_base + (((n * K + k) * P + p) * Q + q) * eb
+        return y_base + (((n * P + p) * Q + q) * K + k) * eb
+
+    def a_element(m, c, r, s):
+        """Byte address of A(m, (c, r, s)) or None if predicated off."""
+        if m >= M or c >= C:
+            return None
+        n = m // (P * Q)
+        p = (m // Q) % P
+        q = m % Q
+        h = p * sh - ph + r * dh
+        w = q * sw - pw + s * dw
+        if not (0 <= h < H and 0 <= w < W):
+            return None
+        return x_addr(n, c, h, w)
+
+    def gk_split(gk):
+        c = gk // (R * S)
+        r = (gk // S) % R
+        s = gk % S
+        return c, r, s
+
+    if nchw:
+        ksteps = _ceil_div(GK, tile_k)
+    else:
+        ksteps = R * S * _ceil_div(C, tile_k)
+
+    def kstep_position(ks):
+        """nhwc: (c0, r, s) of k-step ks, following the loop order c0 outer, then r, then s."""
+        i = 0
+        for c0 in range(0, C, tile_k):
+            for r in range(R):
+                for s in range(S):
+                    if i == ks:
+                        return c0, r, s
+                    i += 1
+        raise AssertionError
+
+    def make_request(lanes):
+        """lanes: list of (byte address, bytes, coords list) for valid lanes; returns sectors + elements."""
+        secs = set()
+        elems = []
+        for addr, nbytes, coords in lanes:
+            for b in range(addr, addr + nbytes):
+                secs.add(b // sector * sector)
+            for v, crd in enumerate(coords):
+                elems.append((addr + v * eb, crd))
+        return tuple(sorted(secs)), elems
+
+    def load_requests(operand, cta_m, cta_n, ks):
+        """The requests of one operand in one k-step, in issue order."""
+        t_c, t_s, iters = map_a if operand == 0 else map_b
+        out = []
+        for warp in range(threads // 32):
+            for j in range(iters):
+                lanes = []
+                for lane in range(32):
+                    t = warp * 32 + lane
+                    cont = (t % t_c) * V
+                    strd = t // t_c + j * t_s
+                    coords = []
+                    addrs = []
+                    for v in range(V):   # a vector is valid as a whole; check each element anyway
+                        if nchw:
+                            gk0 = ks * tile_k
+                            if operand == 0:
+                                m = cta_m * tile_m + cont + v
+                                gk = gk0 + strd
+                                if gk >= GK:
+                                    addrs.append(None)
+                                    continue
+                                c, r, s = gk_split(gk)
+                                addrs.append(a_element(m, c, r, s))
+                                coords.append(("A", m, c, r, s))
+                            else:
+                                k = cta_n * tile_n + strd
+                                gk = gk0 + cont + v
+                                if gk >= GK or k >= K:
+                                    addrs.append(None)
+                                    continue
+                                c, r, s = gk_split(gk)
+                                addrs.append(w_addr(k, c, r, s))
+                                coords.append(("B", k, c, r, s))
+                        else:
+                            c0, r, s = kstep_position(ks)
+                            c = c0 + cont + v
+                            if operand == 0:
+                                m = cta_m * tile_m + strd
+                                addrs.append(a_element(m, c, r, s))
+                                coords.append(("A", m, c, r, s))
+                            else:
+                                k = cta_n * tile_n + strd
+                                if k >= K or c >= C:
+                                    addrs.append(None)
+                                    continue
+                                addrs.append(w_addr(k, c, r, s))
+                                coords.append(("B", k, c, r, s))
+                    valid = [a is not None for a in addrs]
+                    assert all(valid) or not any(valid), "vector partly valid"
+                    if all(valid):
+                        for v in range(1, V):
+                            assert addrs[v] == addrs[0] + v * eb
+                        lanes.append((addrs[0], V * eb, coords))
+                if lanes:
+                    out.append(make_request(lanes))
+        return out
+
+    def store_requests(cta_m, cta_n):
+        out = []
+        if nchw:
+            for kk in range(tile_n):
+                k = cta_n * tile_n + kk
+                for g in range(_ceil_div(tile_m, 32)):
+                    lanes = []
+                    for lane in range(32):
+                        mi = g * 32 + lane
+                        m = cta_m * tile_m + mi
+                        if mi < tile_m and m < M and k < K:
+                            lanes.append((y_addr(m, k), eb, [("C", m, k)]))
+                    if lanes:
+                        out.append(make_request(lanes))
+        else:
+            for mi in range(tile_m):
+                m = cta_m * tile_m + mi
+                for g in range(_ceil_div(tile_n, 32)):
+                    lanes = []
+                    for lane in range(32):
+                        kk = g * 32 + lane
+                        k = cta_n * tile_n + kk
+                        if kk < tile_n and m < M and k < K:
+                            lanes.append((y_addr(m, k), eb, [("C", m, k)]))
+                    if lanes:
+                        out.append(make_request(lanes))
+        return out
+
+    # ---- grid and scheduling ----
+    tiles_m = _ceil_div(M, tile_m)
+    tiles_n = _ceil_div(K, tile_n)
+    L = kernel.swizzle_log
+    grid_x = tiles_m * 2 ** L
+    grid_y = _ceil_div(tiles_n, 2 ** L)
+    block_list = []
+    for b in range(grid_x * grid_y):
+        bx = b % grid_x
+        by = b // grid_x
+        tm = bx >> L
+        tn = (by << L) + (bx & (2 ** L - 1))
+        if tm < tiles_m and tn < tiles_n:
+            block_list.append((b, tm, tn))
+
+    if kernel.ctas_per_sm is not None:
+        slots_per_sm = kernel.ctas_per_sm
+    else:
+        slots_per_sm = kernel.resident_ctas(gpu)
+    sms = gpu.sms
+    slots = [[None] * slots_per_sm for _ in range(sms)]   # each: [block, tm, tn, step]
+    next_block = 0
+    requests = []
+    rnd = 0
+    while True:
+        # refill, in passes
+        while True:
+            took = False
+            for sm in range(sms):
+                if next_block >= len(block_list):
+                    break
+                free = [i for i in range(slots_per_sm) if slots[sm][i] is None]
+                if free:
+                    b, tm, tn = block_list[next_block]
+                    next_block += 1
+                    slots[sm][free[0]] = [b, tm, tn, 0]
+                    took = True
+            if not took or next_block >= len(block_list):
+                break
+        if all(x is None for row in slots for x in row):
+            break
+        for sm in range(sms):
+            for sl in range(slots_per_sm):
+                cta = slots[sm][sl]
+                if cta is None:
+                    continue
+                b, tm, tn, step = cta
+                if step < ksteps:
+                    for operand in (0, 1):
+                        for secs, elems in load_requests(operand, tm, tn, step):
+                            requests.append((rnd, sm, b, operand, 0, step, secs, elems))
+                    cta[3] = step + 1
+                else:
+                    for secs, elems in store_requests(tm, tn):
+                        requests.append((rnd, sm, b, 2, 1, step, secs, elems))
+                    slots[sm][sl] = None
+        rnd += 1
+    if elements:
+        return requests
+    return [req[:7] for req in requests]

@@ -1,0 +1,361 @@
+"""Tests of the analytic model: exact L1 counts, properties, factors files, CLIs."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simcore
+import traces
+from simcore import metrics as M
+from traces import ConvLayer, KernelConfig
+
+import analytic
+from analytic import ReuseFactors, predict_layer, predict_network
+from analytic._counts import l1_counts
+
+V100 = simcore.gpu("v100")
+
+
+# ---- brute-force reference of DESIGN section 3 (per CTA, per k-step; order does not matter) ---------
+def brute_l1(layer, kernel):
+    """Requests and distinct-sector counts of every warp request, by enumerating lanes."""
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    sh, sw = layer.stride
+    ph, pw = layer.pad
+    dh, dw = layer.dilation
+    P, Q = layer.p, layer.q
+    Mg, GK = N * P * Q, C * R * S
+    eb, V = kernel.elem_bytes, kernel.vector
+    nchw = kernel.layout == "nchw"
+    tm, tn, tk, threads = kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.threads
+    _, w_base, y_base = traces.tensor_bases(layer, kernel)
+    tiles_m, tiles_n = -(-Mg // tm), -(-K // tn)
+
+    def a_addr(m, c, r, s):
+        if m >= Mg or c >= C:
+            return None
+        n, p, q = m // (P * Q), (m // Q) % P, m % Q
+        h, w = p * sh - ph + r * dh, q * sw - pw + s * dw
+        if not (0 <= h < H and 0 <= w < W):
+            return None
+        return (((n * C + c) * H + h) * W + w) * eb if nchw else (((n * H + h) * W + w) * C + c) * eb
+
+    def b_addr(k, c, r, s):
+        if k >= K or c >= C:
+            return None
+        return w_base + ((((k * C + c) * R + r) * S + s) if nchw else (((k * R + r) * S + s) * C + c)) * eb
+
+    steps = []
+    if nchw:
+        for g0 in range(0, GK, tk):
+            steps.append(g0)
+    else:
+        for c0 in range(0, C, tk):
+            for r in range(R):
+                for s in range(S):
+                    steps.append((c0, r, s))
+    out = {"req_A": 0, "sec_A": 0, "req_B": 0, "sec_B": 0, "req_C": 0, "sec_C": 0}
+
+    def lanes_of(op, mt, nt, step):
+        tmap = kernel.thread_map_a if op == "A" else kernel.thread_map_b
+        reqs = []
+        for warp in range(threads // 32):
+            for j in range(tmap.iterations):
+                secs = set()
+                for lane in range(32):
+                    t = warp * 32 + lane
+                    cont = (t % tmap.t_c) * V
+                    strd = t // tmap.t_c + j * tmap.t_s
+                    addr = None
+                    if nchw:
+                        if op == "A":
+                            m, gk = mt * tm + cont, step + strd
+                        else:
+                            k, gk = nt * tn + strd, step + cont
+                        if gk < GK:
+                            c, r, s = gk // (R * S), (gk // S) % R, gk % S
+                            addr = a_addr(m, c, r, s) if op == "A" else b_addr(k, c, r, s)
+                    else:
+                        c0, r, s = step
+                        addr = a_addr(mt * tm + strd, c0 + cont, r, s) if op == "A" else \
+                            b_addr(nt * tn + strd, c0 + cont, r, s)
+                    if addr is not None:
+                        for b in range(addr, addr + V * eb):
+                            secs.add(b // 32)
+                if secs:
+                    reqs.append(len(secs))
+        return reqs
+
+    for mt in range(tiles_m):
+        for nt in range(tiles_n):
+            for step in steps:
+                for op in ("A", "B"):
+                    reqs = lanes_of(op, mt, nt, step)
+                    out["req_" + op] += len(reqs)
+                    out["sec_" + op] += sum(reqs)
+            # stores
+            if nchw:
+                for kk in range(tn):
+                    k = nt * tn + kk
+                    for g in range(-(-tm // 32)):
+                        secs = {(y_base + ((m // (P * Q) * K + k) * P * Q + m % (P * Q)) * eb) // 32
+                                for m in (mt * tm + g * 32 + l for l in range(32) if g * 32 + l < tm)
+                                if m < Mg and k < K}
+                        if secs:
+                            out["req_C"] += 1
+                            out["sec_C"] += len(secs)
+            else:
+                for mi in range(tm):
+                    m = mt * tm + mi
+                    for g in range(-(-tn // 32)):
+                        secs = {(y_base + (m * K + k) * eb) // 32
+                                for k in (nt * tn + g * 32 + l for l in range(32) if g * 32 + l < tn)
+                                if m < Mg and k < K}
+                        if secs:
+                            out["req_C"] += 1
+                            out["sec_C"] += len(secs)
+    return out
+
+
+KERNELS = [
+    KernelConfig(tile_m=32, tile_n=32, tile_k=8, threads=64),
+    KernelConfig(tile_m=64, tile_n=32, tile_k=8, threads=128, dtype="fp16", vector=2),
+    KernelConfig(tile_m=32, tile_n=64, tile_k=16, threads=64, dtype="fp16", vector=8),
+    KernelConfig(tile_m=32, tile_n=32, tile_k=16, threads=64, vector=4),
+    KernelConfig(tile_m=32, tile_n=32, tile_k=64, threads=64),
+    KernelConfig(tile_m=32, tile_n=32, tile_k=8, threads=32, layout="nchw"),
+    KernelConfig(tile_m=64, tile_n=32, tile_k=8, threads=64, layout="nchw", dtype="fp16"),
+]
+
+
+@st.composite
+def small_layers(draw, aligned=None):
+    kernel = draw(st.sampled_from(KERNELS))
+    eb = kernel.elem_bytes
+    if aligned is True:
+        c = kernel.vector * draw(st.integers(1, 3)) * (32 // eb // math.gcd(32 // eb, kernel.vector))
+    else:
+        c = kernel.vector * draw(st.integers(1, 9))
+    r = draw(st.integers(1, 3))
+    s = draw(st.integers(1, 3))
+    dil = draw(st.integers(1, 2))
+    pad = draw(st.integers(0, 2))
+    h = draw(st.integers(dil * (r - 1) + 1, 9))
+    w = draw(st.integers(dil * (s - 1) + 1, 9))
+    layer = ConvLayer(n=draw(st.integers(1, 3)), c=c, h=h, w=w, k=draw(st.integers(1, 40)), r=r, s=s,
+                      stride=draw(st.integers(1, 3)), pad=pad, dilation=dil)
+    return layer, kernel
+
+
+L1_PAIRS = (("req_A", M.L1_LD_REQUESTS, "A"), ("sec_A", M.L1_LD_SECTORS, "A"),
+            ("req_B", M.L1_LD_REQUESTS, "B"), ("sec_B", M.L1_LD_SECTORS, "B"),
+            ("req_C", M.L1_ST_REQUESTS, "C"), ("sec_C", M.L1_ST_SECTORS, "C"))
+
+
+@settings(max_examples=40)
+@given(small_layers())
+def test_l1_counts_match_brute_force(case):
+    layer, kernel = case
+    ref = brute_l1(layer, kernel)
+    got = l1_counts(layer, kernel)
+    pred = predict_layer(layer, V100, kernel)
+    for name, metric, op in L1_PAIRS:
+        assert got[name] == ref[name], (name, layer, kernel)
+        assert pred[M.operand_key(metric, op)] == ref[name]
+
+
+@settings(max_examples=15)
+@given(small_layers())
+def test_l1_counts_match_simulation(case):
+    layer, kernel = case
+    sim = traces.simulate_layer(layer, V100, kernel)
+    pred = predict_layer(layer, V100, kernel)
+    for _, metric, op in L1_PAIRS:
+        key = M.operand_key(metric, op)
+        assert pred[key] == sim[key], (key, layer, kernel)
+    for metric in (M.L1_LD_REQUESTS, M.L1_LD_SECTORS, M.L1_ST_REQUESTS, M.L1_ST_SECTORS):
+        assert pred[metric] == sim[metric]
+
+
+@pytest.mark.parametrize("layer", [
+    ConvLayer(1, 64, 28, 28, 128, 3, 3, pad=1, name="mid"),
+    ConvLayer(1, 256, 14, 14, 256, 3, 3, pad=1, name="late"),
+    ConvLayer(2, 128, 28, 28, 64, 1, 1, name="1x1"),
+    ConvLayer(1, 64, 56, 56, 64, 3, 3, pad=1, name="early"),
+    ConvLayer(1, 128, 28, 28, 128, 3, 3, stride=2, pad=1, name="s2"),
+])
+def test_l2_dram_close_to_simulation(layer):
+    """L2 reads (= L1 misses) within 10 %, DRAM reads within 10 % on v100, default kernel."""
+    kernel = KernelConfig()
+    sim = traces.simulate_layer(layer, V100, kernel)
+    pred = predict_layer(layer, V100, kernel)
+    for key, tol in ((M.L2_RD_SECTORS, 0.10), (M.DRAM_RD_SECTORS, 0.10), (M.L2_WR_SECTORS, 0.0)):
+        assert abs(pred[key] - sim[key]) <= tol * sim[key] + 1e-9, (key, pred[key], sim[key])
+
+
+def test_keys_and_types():
+    layer = ConvLayer(1, 64, 28, 28, 128, 3, 3, pad=1)
+    pred = predict_layer(layer, V100, KernelConfig())
+    for key in M.all_keys():
+        assert isinstance(pred[key], float), key
+        assert pred[key] >= 0.0, key
+    for key in analytic.TIMING_KEYS:
+        assert key in pred
+    assert pred["bound"] in ("compute", "l1", "l2", "dram")
+    assert pred["time_s"] == max(pred["time_compute_s"], pred["time_l1_s"], pred["time_l2_s"], pred["time_dram_s"])
+    for m in M.METRICS:
+        assert pred[m] == pytest.approx(sum(pred[M.operand_key(m, op)] for op in M.OPERANDS))
+    assert pred[M.L1_LD_HITS] + pred[M.L1_LD_MISSES] == pytest.approx(pred[M.L1_LD_SECTORS])
+    assert pred[M.L2_RD_SECTORS] == pytest.approx(pred[M.L1_LD_MISSES])
+    assert pred[M.DRAM_RD_SECTORS] == pytest.approx(pred[M.L2_RD_MISSES])
+    assert pred["ai_dram"] == pytest.approx(
+        pred["flops"] / (32 * (pred[M.DRAM_RD_SECTORS] + pred[M.DRAM_WR_SECTORS])))
+
+
+NETS = [(name, l) for name in ("vgg16", "resnet50") for l in traces.network(name, 1)]
+
+
+@pytest.mark.parametrize("name,layer", NETS[::5])
+def test_compulsory_traffic(name, layer):
+    """Traffic at each level >= each tensor once; DRAM <= L2 <= L1."""
+    kernel = KernelConfig()
+    pred = predict_layer(layer, V100, kernel)
+    eb = kernel.elem_bytes
+    filt = math.ceil(layer.params * eb / 32)
+    out = math.ceil(layer.output_elements * eb / 32)
+    assert pred[M.operand_key(M.DRAM_RD_SECTORS, "B")] >= filt - 1e-6
+    assert pred[M.DRAM_WR_SECTORS] + pred[M.L2_DIRTY_AT_END] == pytest.approx(out)
+    assert pred[M.L2_WR_SECTORS] >= out
+    for op in ("A", "B"):
+        l1 = pred[M.operand_key(M.L1_LD_SECTORS, op)]
+        l2 = pred[M.operand_key(M.L2_RD_SECTORS, op)]
+        dram = pred[M.operand_key(M.DRAM_RD_SECTORS, op)]
+        assert l1 >= l2 - 1e-6 >= dram - 2e-6
+    # input: every touched sector once (dense layers touch all of x)
+    if layer.r >= layer.stride[0] and layer.s >= layer.stride[1]:
+        assert pred[M.operand_key(M.DRAM_RD_SECTORS, "A")] >= 0.99 * layer.input_elements * eb / 32
+
+
+@pytest.mark.parametrize("name,layer", NETS[::3])
+def test_more_l2_never_raises_dram_reads(name, layer):
+    kernel = KernelConfig()
+    base = predict_layer(layer, V100, kernel)
+    for factor in (2, 4, 8):
+        big = dataclasses.replace(V100, l2_bytes=V100.l2_bytes * factor)
+        assert predict_layer(layer, big, kernel)[M.DRAM_RD_SECTORS] <= base[M.DRAM_RD_SECTORS] + 1e-6
+
+
+@pytest.mark.parametrize("name,layer", NETS[::3])
+def test_more_resources_never_slow(name, layer):
+    from analytic.scaling import scale_gpu
+    kernel = KernelConfig()
+    base = predict_layer(layer, V100, kernel)["time_s"]
+    for scen in ({"sms": 2}, {"dram_gbps": 2}, {"l2_gbps": 2}, {"l1_bytes_per_clk": 2},
+                 {"fp32_tflops": 2}, {"l2_bytes": 2}):
+        assert predict_layer(layer, scale_gpu(V100, scen), kernel)["time_s"] <= base * (1 + 1e-9), scen
+
+
+def test_batch_independent_cost_and_network():
+    layers = traces.network("resnet50", 64)
+    preds = predict_network(layers, V100, KernelConfig())
+    assert len(preds) == len(layers)
+    assert preds[0][M.L1_LD_SECTORS] > 0
+
+
+def test_bad_input():
+    with pytest.raises(TypeError):
+        predict_layer("conv", V100, KernelConfig())
+    with pytest.raises(ValueError):
+        predict_layer(ConvLayer(1, 3, 8, 8, 8, 3, 3), V100, KernelConfig(vector=2, tile_k=8))
+
+
+# ---- ReuseFactors ---------------------------------------------------------------------------------------
+def test_factors_round_trip(tmp_path):
+    f = ReuseFactors(l1_hit_lo=0.9, l2_capacity=0.8)
+    path = tmp_path / "f.json"
+    f.save(path)
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "deltasim-factors" and doc["version"] == 1
+    assert ReuseFactors.load(path) == f
+    assert ReuseFactors.from_dict(f.to_dict()) == f
+    layer = ConvLayer(1, 64, 28, 28, 128, 3, 3, pad=1)
+    assert predict_layer(layer, V100, KernelConfig(), str(path)) == predict_layer(layer, V100, KernelConfig(), f)
+    for name in f.to_dict():
+        assert name in ReuseFactors.BOUNDS
+
+
+@pytest.mark.parametrize("data,word", [
+    ({"nope": 1.0}, "nope"),
+    ({"l2_capacity": "x"}, "l2_capacity"),
+    ({"l2_capacity": -1.0}, "l2_capacity"),
+    ({"l1_hit_lo": float("nan")}, "l1_hit_lo"),
+    ({"format": "other", "version": 1, "factors": {}}, "format"),
+    ({"format": "deltasim-factors", "version": 9, "factors": {}}, "version"),
+    ({"format": "deltasim-factors", "version": 1, "factors": {"zz": 1}}, "zz"),
+])
+def test_factors_bad_values(data, word):
+    with pytest.raises(ValueError, match=word):
+        ReuseFactors.from_dict(data)
+
+
+def test_factors_bad_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError):
+        ReuseFactors.load(bad)
+    with pytest.raises(ValueError):
+        ReuseFactors.load(tmp_path / "missing.json")
+
+
+# ---- CLIs -------------------------------------------------------------------------------------------------
+def test_roofline_cli(tmp_path, capsys):
+    from analytic import roofline
+    png, js = tmp_path / "r.png", tmp_path / "r.json"
+    assert roofline.main(["alexnet", "--gpu", "h100", "--batch", "1,8", "-o", str(png), "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "conv1" in out and "bound" in out
+    doc = json.loads(js.read_text())
+    assert len(doc["rows"]) == 2 * len(traces.network("alexnet", 1))
+    assert png.stat().st_size > 1000
+
+
+def test_scaling_cli(tmp_path, capsys):
+    from analytic import scaling
+    js, png = tmp_path / "s.json", tmp_path / "s.png"
+    rc = scaling.main(["alexnet", "--gpu", "v100", "--scale", "sms=2", "--scale", "l2_bytes=2,l2_gbps=1.5",
+                       "--json", str(js), "--plot", str(png)])
+    assert rc == 0
+    doc = json.loads(js.read_text())
+    assert len(doc["scenarios"]) == 2
+    assert "network" in capsys.readouterr().out
+    assert png.exists()
+
+
+@pytest.mark.parametrize("module,argv", [
+    ("roofline", ["nonet", "--json", "OUT"]),
+    ("roofline", ["vgg16", "--gpu", "x999", "--json", "OUT"]),
+    ("roofline", ["vgg16", "--batch", "0", "--json", "OUT"]),
+    ("roofline", ["vgg16", "--tile", "12x", "--json", "OUT"]),
+    ("roofline", ["vgg16", "--factors", "missing.json", "--json", "OUT"]),
+    ("scaling", ["vgg16", "--scale", "bogus=2", "--json", "OUT"]),
+    ("scaling", ["vgg16", "--scale", "sms=0.001", "--json", "OUT"]),
+    ("scaling", ["vgg16", "--scale", "sms=abc", "--json", "OUT"]),
+    ("scaling", ["vgg16", "--scale", "l2_index=2", "--json", "OUT"]),
+    ("scaling", ["vgg16", "--json", "OUT"]),
+    ("scaling", ["vgg16", "--scale", "sms=2", "--unknown", "--json", "OUT"]),
+])
+def test_cli_bad_input(module, argv, tmp_path, capsys):
+    import importlib
+    mod = importlib.import_module(f"analytic.{module}")
+    out = tmp_path / "out.json"
+    argv = [str(out) if a == "OUT" else a for a in argv]
+    assert mod.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,299 @@
+"""simcore.Hierarchy: agreement with NaiveHierarchy, conservation laws, serial == parallel, bad input."""
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simcore import CacheConfig, Hierarchy, gpu
+from simcore import metrics as M
+from tests.naive_cache import NaiveHierarchy
+
+MODES = ("issue", "bucketed", "parallel")
+
+
+def make_requests(rng, n_req, sms, span_sectors, store_rate=0.2, max_count=6, sector_bytes=32):
+    """Random requests: each touches distinct ascending sectors near a random base."""
+    req_sm = rng.integers(0, sms, n_req).astype(np.int32)
+    req_op = rng.integers(0, 3, n_req).astype(np.uint8)
+    req_st = (rng.random(n_req) < store_rate).astype(np.uint8)
+    sectors, first, count = [], [], []
+    for _ in range(n_req):
+        base = int(rng.integers(0, span_sectors))
+        chosen = sorted(set(int(x) for x in base + rng.integers(0, 8, int(rng.integers(1, max_count + 1)))))
+        first.append(len(sectors))
+        count.append(len(chosen))
+        sectors.extend(s * sector_bytes for s in chosen)
+    return (req_sm, req_op, req_st, np.array(first, np.int64), np.array(count, np.int32),
+            np.array(sectors, np.int64))
+
+
+@st.composite
+def hierarchies(draw):
+    l1_sets = draw(st.sampled_from([1, 2, 4]))
+    l1_ways = draw(st.integers(1, 4))
+    l1 = CacheConfig(l1_sets * l1_ways * 128, l1_ways, 128, 32)
+    l2_sets = draw(st.sampled_from([1, 2, 3, 4]))
+    l2_ways = draw(st.integers(1, 4))
+    l2_index = draw(st.sampled_from(["linear", "xor"] if l2_sets != 3 else ["linear"]))
+    l2 = CacheConfig(l2_sets * l2_ways * 128, l2_ways, 128, 32, l2_index)
+    return dict(l1=l1, sms=draw(st.integers(1, 4)), l2_slice=l2, l2_slices=draw(st.integers(1, 5)),
+                slice_hash=draw(st.sampled_from(["linear", "xor"])))
+
+
+@settings(max_examples=60)
+@given(hierarchies(), st.integers(0, 2 ** 32 - 1), st.sampled_from([16, 64, 400]), st.integers(1, 3))
+def test_matches_naive_hierarchy_in_every_mode(geometry, seed, span, chunks):
+    rng = np.random.default_rng(seed)
+    naive = NaiveHierarchy(**geometry)
+    sims = []
+    for mode in MODES:
+        h = Hierarchy(**geometry)
+        h._mode = mode
+        sims.append(h)
+    for _ in range(chunks):
+        chunk = make_requests(rng, int(rng.integers(0, 120)), geometry["sms"], span)
+        naive.feed(*chunk)
+        for h in sims:
+            h.feed(*chunk)
+    expected = naive.metrics()
+    for h in sims:
+        assert h.metrics() == expected, h._mode
+
+
+def test_matches_naive_on_a_bigger_stream_with_non_power_of_two_slices():
+    rng = np.random.default_rng(7)
+    geometry = dict(l1=CacheConfig(4 * 8 * 128, 8), sms=6, l2_slice=CacheConfig(4 * 4 * 128, 4, index="xor"),
+                    l2_slices=5, slice_hash="xor")
+    naive, h = NaiveHierarchy(**geometry), Hierarchy(**geometry)
+    h.parallel = True
+    for _ in range(3):
+        chunk = make_requests(rng, 3000, 6, 3000)
+        naive.feed(*chunk)
+        h.feed(*chunk)
+    assert h.metrics() == naive.metrics()
+
+
+# ---- hand-made cases ---------------------------------------------------------------------------
+
+def one_request_each(*reqs):
+    """reqs: (sm, operand, is_store, [sector addresses])."""
+    sectors, first, count = [], [], []
+    for _, _, _, secs in reqs:
+        first.append(len(sectors))
+        count.append(len(secs))
+        sectors.extend(secs)
+    return (np.array([r[0] for r in reqs], np.int32), np.array([r[1] for r in reqs], np.uint8),
+            np.array([r[2] for r in reqs], np.uint8), np.array(first, np.int64), np.array(count, np.int32),
+            np.array(sectors, np.int64))
+
+
+def test_stores_bypass_l1_and_allocate_dirty_in_l2():
+    h = Hierarchy(CacheConfig(1024, 2), 1, CacheConfig(1024, 2), 1, "linear")
+    # store C to sector 0: L1 untouched; L2 write tag miss, sector dirty (no DRAM read).
+    # load A of sector 0: L1 miss (the store did not allocate), L2 read hit (written sector is valid).
+    # load A of sector 32: L1 sector miss, L2 sector miss -> one DRAM read.
+    h.feed(*one_request_each((0, 2, 1, [0]), (0, 0, 0, [0, 32])))
+    m = h.metrics()
+    assert m[M.L1_ST_REQUESTS] == 1 and m[M.L1_ST_SECTORS] == 1
+    assert m[M.L1_LD_REQUESTS] == 1 and m[M.L1_LD_SECTORS] == 2
+    assert m[M.L1_LD_HITS] == 0 and m[M.L1_LD_MISSES] == 2
+    assert (m[M.L2_WR_SECTORS], m[M.L2_WR_HITS], m[M.L2_WR_MISSES]) == (1, 0, 1)
+    assert (m[M.L2_RD_SECTORS], m[M.L2_RD_HITS], m[M.L2_RD_MISSES]) == (2, 1, 1)
+    assert (m[M.DRAM_RD_SECTORS], m[M.DRAM_WR_SECTORS]) == (1, 0)
+    assert m[M.L2_DIRTY_AT_END] == 1 and m[M.operand_key(M.L2_DIRTY_AT_END, "C")] == 1
+
+
+def test_dram_writes_are_attributed_to_the_storing_operand():
+    # L2: one slice, one set of one line. C stores two sectors of line 0, then A loads line 1: the
+    # eviction writes the 2 dirty sectors to DRAM, counted under C; A's read miss under A.
+    h = Hierarchy(CacheConfig(1024, 2), 1, CacheConfig(128, 1), 1, "linear")
+    h.feed(*one_request_each((0, 2, 1, [0, 32]), (0, 0, 0, [128])))
+    m = h.metrics()
+    assert m[M.DRAM_WR_SECTORS] == 2 and m[M.operand_key(M.DRAM_WR_SECTORS, "C")] == 2
+    assert m[M.operand_key(M.DRAM_RD_SECTORS, "A")] == 1
+    assert m[M.L2_DIRTY_AT_END] == 0
+
+
+def test_l1s_are_private_and_l2_is_shared():
+    h = Hierarchy(CacheConfig(1024, 2), 2, CacheConfig(4096, 4), 2, "xor")
+    # SM 0 and SM 1 load the same sector: both L1s miss, the second L2 read hits.
+    h.feed(*one_request_each((0, 1, 0, [4096]), (1, 1, 0, [4096]), (1, 1, 0, [4096])))
+    m = h.metrics()
+    assert (m[M.L1_LD_HITS], m[M.L1_LD_MISSES]) == (1, 2)
+    assert (m[M.L2_RD_HITS], m[M.L2_RD_MISSES]) == (1, 1)
+    assert m[M.operand_key(M.L1_LD_SECTORS, "B")] == 3
+
+
+def test_unreferenced_sectors_are_ignored():
+    h = Hierarchy(CacheConfig(1024, 2), 1, CacheConfig(1024, 2), 1)
+    req = one_request_each((0, 0, 0, [64]))
+    h.feed(*req[:5], np.array([64, 0, 32, 96], np.int64))   # sectors 1..3 belong to no request
+    assert h.metrics()[M.L1_LD_SECTORS] == 1 and h.metrics()[M.L2_RD_SECTORS] == 1
+
+
+# ---- conservation laws, serial == parallel, bounded memory --------------------------------------
+
+@pytest.fixture(scope="module")
+def conv_stream():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_simcore import conv_stream as make
+    return make(batch=2)
+
+
+def feed_in_chunks(h, stream, chunk):
+    req_sm, req_op, req_st, first, count, sectors = stream
+    for start in range(0, req_sm.shape[0], chunk):
+        stop = min(start + chunk, req_sm.shape[0])
+        base, end = first[start], first[stop - 1] + count[stop - 1]
+        h.feed(req_sm[start:stop], req_op[start:stop], req_st[start:stop], first[start:stop] - base,
+               count[start:stop], sectors[base:end])
+
+
+def v100_hierarchy():
+    v100 = gpu("v100")
+    return Hierarchy.for_gpu(v100, v100.l1_config(2, 16384))
+
+
+def with_stores(stream):
+    """The conv stream with every 7th request turned into a store of operand C."""
+    req_sm, req_op, req_st, first, count, sectors = stream
+    req_st = req_st.copy()
+    req_op = req_op.copy()
+    req_st[::7] = 1
+    req_op[::7] = 2
+    return req_sm, req_op, req_st, first, count, sectors
+
+
+def test_conservation_laws(conv_stream):
+    stream = with_stores(conv_stream)
+    h = v100_hierarchy()
+    feed_in_chunks(h, stream, 5000)
+    m = h.metrics()
+    loads = stream[2] == 0
+    assert m[M.L1_LD_REQUESTS] == loads.sum() and m[M.L1_ST_REQUESTS] == (~loads).sum()
+    assert m[M.L1_LD_SECTORS] == stream[4][loads].sum() and m[M.L1_ST_SECTORS] == stream[4][~loads].sum()
+    assert m[M.L1_LD_HITS] + m[M.L1_LD_MISSES] == m[M.L1_LD_SECTORS]
+    assert m[M.L2_RD_SECTORS] == m[M.L1_LD_MISSES]
+    assert m[M.L2_RD_HITS] + m[M.L2_RD_MISSES] == m[M.L2_RD_SECTORS]
+    assert m[M.DRAM_RD_SECTORS] == m[M.L2_RD_MISSES]
+    assert m[M.L2_WR_SECTORS] == m[M.L1_ST_SECTORS]
+    assert m[M.L2_WR_HITS] + m[M.L2_WR_MISSES] == m[M.L2_WR_SECTORS]
+    assert m[M.DRAM_WR_SECTORS] + m[M.L2_DIRTY_AT_END] <= m[M.L2_WR_SECTORS]
+    assert m[M.L1_LD_HITS] > 0 and m[M.L2_RD_HITS] > 0
+    for key in M.METRICS:
+        assert m[key] == sum(m[M.operand_key(key, op)] for op in M.OPERANDS), key
+    assert set(m) == set(M.all_keys())
+    assert all(isinstance(v, int) for v in m.values())
+
+
+def test_serial_parallel_and_chunking_agree(conv_stream):
+    stream = with_stores(conv_stream)
+    results = []
+    for mode, chunk in (("issue", 1 << 30), ("bucketed", 3000), ("parallel", 1 << 30), ("parallel", 777)):
+        h = v100_hierarchy()
+        h._mode = mode
+        feed_in_chunks(h, stream, chunk)
+        results.append(h.metrics())
+    assert all(r == results[0] for r in results[1:])
+
+
+def test_parallel_with_one_and_two_threads_agree(conv_stream):
+    results = []
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(threads)
+            h = v100_hierarchy()
+            h.parallel = True
+            feed_in_chunks(h, conv_stream, 1 << 30)
+            results.append(h.metrics())
+    finally:
+        numba.set_num_threads(before)
+    assert all(r == results[0] for r in results)
+
+
+def test_memory_is_bounded_by_state_and_chunk(conv_stream):
+    h = v100_hierarchy()
+    state_bytes = sum(a.nbytes for a in h._l1 + h._l2) + h._tags.nbytes
+    feed_in_chunks(h, conv_stream, 2000)
+    biggest_chunk = 2000 * 8
+    buffers = h._keys.nbytes + h._info.nbytes + h._packed.nbytes + h._order_req.nbytes
+    assert buffers <= biggest_chunk * (4 + 8 + 8) + 2000 * 4
+    assert sum(a.nbytes for a in h._l1 + h._l2) + h._tags.nbytes == state_bytes
+
+
+def test_metrics_can_be_read_between_chunks(conv_stream):
+    h = v100_hierarchy()
+    feed_in_chunks(h, conv_stream, 1000)
+    first = h.metrics()
+    assert h.metrics() == first
+    h.feed(*one_request_each((0, 0, 0, [0])))
+    assert h.metrics()[M.L1_LD_REQUESTS] == first[M.L1_LD_REQUESTS] + 1
+
+
+def test_for_gpu_uses_the_gpu_l2():
+    a100 = gpu("a100")
+    h = Hierarchy.for_gpu(a100, a100.l1_config(2, 16384))
+    assert (h.sms, h.l2_slices, h.slice_hash) == (108, 160, "xor")
+    assert h.l2_slice == a100.l2_slice_config()
+    h.feed(*one_request_each((107, 0, 0, [1 << 30])))
+    assert h.metrics()[M.DRAM_RD_SECTORS] == 1
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+def test_bad_constructor_arguments():
+    l1, l2 = CacheConfig(1024, 2), CacheConfig(1024, 2)
+    with pytest.raises(TypeError, match="l1"):
+        Hierarchy({"size_bytes": 1024}, 1, l2, 1)
+    with pytest.raises(TypeError, match="l2_slice"):
+        Hierarchy(l1, 1, None, 1)
+    with pytest.raises(ValueError, match="sms"):
+        Hierarchy(l1, 0, l2, 1)
+    with pytest.raises(TypeError, match="l2_slices"):
+        Hierarchy(l1, 1, l2, 2.0)
+    with pytest.raises(ValueError, match="slice_hash"):
+        Hierarchy(l1, 1, l2, 1, "modulo")
+    with pytest.raises(ValueError, match="sector_bytes"):
+        Hierarchy(l1, 1, CacheConfig(1024, 2, 128, 64), 1)
+
+
+def _good():
+    return list(one_request_each((0, 0, 0, [0, 32]), (1, 2, 1, [64])))
+
+
+@pytest.mark.parametrize("index, value, error, match", [
+    (0, np.array([0, 2], np.int32), ValueError, "req_sm must be < 2"),
+    (0, np.array([-1, 0], np.int32), ValueError, "req_sm must be >= 0"),
+    (0, np.array([0.0, 1.0]), TypeError, "req_sm"),
+    (0, [0, 1], TypeError, "req_sm must be a numpy array"),
+    (1, np.array([0, 3], np.uint8), ValueError, "req_operand must be < 3"),
+    (1, np.array([0], np.uint8), ValueError, "req_operand has length 1"),
+    (2, np.array([0, 2], np.uint8), ValueError, "req_is_store must be < 2"),
+    (3, np.array([0, 5], np.int64), ValueError, "beyond len\\(sectors\\)"),
+    (3, np.array([-1, 2], np.int64), ValueError, "req_first must be >= 0"),
+    (4, np.array([2, 0], np.int32), ValueError, "req_count must be >= 1"),
+    (4, np.array([[2, 1]], np.int32), ValueError, "req_count must be 1-D"),
+    (5, np.array([0, 33, 64], np.int64), ValueError, "multiples of sector_bytes=32, got 33"),
+    (5, np.array([0, -32, 64], np.int64), ValueError, "sectors must be >= 0"),
+    (5, np.array([0, 32, 1 << 56], np.int64), ValueError, "sectors must be below"),
+    (5, np.array([0.0, 32.0, 64.0]), TypeError, "sectors"),
+])
+def test_bad_feed_arguments(index, value, error, match):
+    h = Hierarchy(CacheConfig(1024, 2), 2, CacheConfig(1024, 2), 1)
+    args = _good()
+    args[index] = value
+    with pytest.raises(error, match=match):
+        h.feed(*args)
+    assert h.metrics()[M.L1_LD_REQUESTS] == 0        # nothing was simulated
+
+
+def test_bool_store_flags_are_accepted():
+    h = Hierarchy(CacheConfig(1024, 2), 2, CacheConfig(1024, 2), 1)
+    args = _good()
+    args[2] = args[2].astype(bool)
+    h.feed(*args)
+    assert h.metrics()[M.L1_ST_REQUESTS] == 1

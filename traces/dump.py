@@ -1,0 +1,211 @@
+"""Dump the exact request stream of one conv layer to an HDF5 trace file.
+
+    python -m traces.dump resnet50 --layer layer2.0.conv2 --gpu v100 -o conv2.h5
+    python -m traces.dump my_layers.json --layer mine --batch 4 --tile 128x64x8 -o mine.h5
+
+NETWORK is a network name (``traces.NETWORKS``) or a JSON layer file (``traces.load_layers``).
+Bad input exits with status 2 and one ``error: ...`` line on stderr; the output file is written to a
+temporary name and renamed only when complete, so a failed or interrupted run leaves nothing behind.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import NamedTuple
+
+import numpy as np
+from tqdm import tqdm
+
+from simcore.gpus import GPUS, gpu as lookup_gpu
+
+from .kernel import DTYPE_BYTES, LAYOUTS, KernelConfig
+from .layer import ConvLayer
+from .networks import NETWORKS, load_layers, network
+
+__all__ = ["create_parser", "check_arguments", "run", "main"]
+
+
+class _UsageError(Exception):
+    """An argparse usage error, reported as one ``error:`` line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one clear line instead of usage + error
+        raise _UsageError(message)
+
+
+class Resolved(NamedTuple):
+    layer: ConvLayer
+    gpu: object
+    kernel: KernelConfig
+    output: str
+
+
+def create_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m traces.dump",
+        description="Write the exact warp-request stream of one convolution layer (DESIGN section 3) "
+                    "to a compressed HDF5 trace file.")
+    parser.add_argument("network", metavar="NETWORK",
+                        help=f"network name ({', '.join(NETWORKS)}) or a JSON layer file")
+    parser.add_argument("--layer", required=True, metavar="NAME", help="layer name within the network")
+    parser.add_argument("--gpu", default="v100", help=f"GPU ({', '.join(GPUS)}; default v100)")
+    parser.add_argument("--batch", default=None, metavar="N",
+                        help="batch size (default 1; for a JSON file: replaces the file's n)")
+    parser.add_argument("--layout", default="nhwc", help=f"tensor layout ({', '.join(LAYOUTS)}; default nhwc)")
+    parser.add_argument("--dtype", default="fp32", help=f"element type ({', '.join(DTYPE_BYTES)}; default fp32)")
+    parser.add_argument("--tile", default="128x128x8", metavar="MxNxK", help="CTA tile (default 128x128x8)")
+    parser.add_argument("--compression", default="lzf", choices=("lzf", "gzip"),
+                        help="HDF5 compression (default lzf)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE.h5", help="output trace file")
+    return parser
+
+
+def _positive_int(field, text) -> int:
+    try:
+        value = int(str(text), 10)
+    except ValueError:
+        raise ValueError(f"--{field} must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"--{field} must be a positive integer, got {text!r}")
+    return value
+
+
+def check_arguments(args) -> Resolved:
+    """Resolve and check parsed arguments; raise ValueError (one line) on bad input."""
+    batch = 1 if args.batch is None else _positive_int("batch", args.batch)
+    source = args.network
+    if os.path.splitext(source)[1].lower() == ".json" or os.path.isfile(source):
+        try:
+            layers = load_layers(source)
+            if args.batch is not None:
+                layers = [layer.with_batch(batch) for layer in layers]
+        except FileNotFoundError as err:
+            raise ValueError(str(err)) from None
+    else:
+        if source.strip().lower() not in NETWORKS:
+            raise ValueError(f"unknown network {source!r}; known networks: {', '.join(NETWORKS)} "
+                             f"(or a JSON layer file)")
+        layers = network(source, batch)
+    by_name = {layer.name: layer for layer in layers}
+    if args.layer not in by_name:
+        raise ValueError(f"unknown layer {args.layer!r} in {source}; its layers: "
+                         f"{', '.join(layer.name or '(unnamed)' for layer in layers)}")
+    layer = by_name[args.layer]
+    try:
+        the_gpu = lookup_gpu(args.gpu)
+    except (TypeError, ValueError) as err:
+        raise ValueError(str(err)) from None
+    try:
+        kernel = KernelConfig.from_tile(args.tile, layout=args.layout.strip().lower(),
+                                        dtype=args.dtype.strip().lower())
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"bad kernel (--tile {args.tile} --layout {args.layout} --dtype {args.dtype}): "
+                         f"{err}") from None
+    try:
+        kernel.check_layer(layer)
+        kernel.l1_config(the_gpu)
+    except (TypeError, ValueError) as err:
+        raise ValueError(str(err)) from None
+    output = args.output
+    directory = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(directory):
+        raise ValueError(f"output directory {directory} does not exist")
+    if os.path.isdir(output):
+        raise ValueError(f"output {output} is a directory")
+    return Resolved(layer, the_gpu, kernel, output)
+
+
+def _with_progress(chunks, layer, kernel, enabled):
+    """Pass ``chunks`` through, advancing a tqdm bar by CTAs whose output stores have been issued."""
+    tiles_m = -(-layer.gemm_m // kernel.tile_m)
+    tiles_n = -(-layer.gemm_n // kernel.tile_n)
+    width = 1 << kernel.swizzle_log
+    grid = tiles_m * width * -(-tiles_n // width)    # linear block ids, swizzled grid included
+    done = np.zeros(grid, dtype=bool)
+    tiles = tiles_m * tiles_n
+    finished = 0
+    with tqdm(total=tiles, unit="CTA", desc=layer.name or "layer", disable=not enabled, file=sys.stderr,
+              leave=False) as bar:
+        for chunk in chunks:
+            if _STOP.is_set():
+                raise KeyboardInterrupt
+            stores = np.asarray(chunk.cta)[np.asarray(chunk.is_store) != 0]
+            if len(stores):
+                stores = stores[(stores >= 0) & (stores < len(done))]
+                done[stores] = True
+                now = int(np.count_nonzero(done))
+                bar.update(now - finished)
+                finished = now
+            yield chunk
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+
+
+def run(args) -> int:
+    """Check ``args``, generate the layer's request stream and write it. Returns 0."""
+    resolved = check_arguments(args)
+    from .stream import iter_request_chunks
+    from .tracefile import write_trace
+
+    layer, the_gpu, kernel, output = resolved
+    chunks = _with_progress(iter_request_chunks(layer, the_gpu, kernel), layer, kernel,
+                            enabled=not args.no_progress)
+    trace = write_trace(output, chunks, layer, kernel, the_gpu, compression=args.compression)
+    print(f"{output}: {layer.name} on {the_gpu.name} ({kernel.tile_m}x{kernel.tile_n}x{kernel.tile_k} "
+          f"{kernel.layout} {kernel.dtype}, batch {layer.n}): {trace.n_requests} requests, "
+          f"{trace.n_sectors} sectors, {_size(trace.size_bytes)}")
+    return 0
+
+
+def main(argv=None) -> int:
+    """CLI entry point: 0 on success, 2 on bad input (one ``error:`` line on stderr), 130 on interrupt."""
+    parser = create_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    # SIGINT/SIGTERM set a flag checked between chunks (raising from the handler could land in a
+    # callback that swallows it); the interrupted write then removes its temporary file. A second
+    # signal interrupts at once.
+    previous = {}
+    _STOP.clear()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, _request_stop)
+    try:
+        return run(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted (no output written)", file=sys.stderr)
+        return 130
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+_STOP = threading.Event()
+
+
+def _request_stop(signum, frame):
+    if _STOP.is_set():
+        raise KeyboardInterrupt
+    _STOP.set()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

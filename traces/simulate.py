@@ -1,0 +1,62 @@
+"""`simulate_layer`: the exact request stream of one layer through per-SM L1s and a sliced L2."""
+from __future__ import annotations
+
+import numbers
+from contextlib import contextmanager
+
+import numba
+
+from .stream import _Generator, plan_stream
+
+__all__ = ["simulate_layer"]
+
+_CHUNK_SECTORS = 1 << 20
+
+
+@contextmanager
+def _numba_threads(jobs):
+    if jobs is None:
+        yield
+        return
+    old = numba.get_num_threads()
+    numba.set_num_threads(jobs)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
+def _check_jobs(jobs):
+    if jobs is None:
+        return None
+    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs <= 0:
+        raise ValueError(f"jobs must be a positive integer or None, got {jobs!r}")
+    return min(int(jobs), numba.config.NUMBA_NUM_THREADS)
+
+
+def simulate_layer(layer, gpu, kernel, *, jobs=None, max_sectors: int = _CHUNK_SECTORS) -> dict:
+    """Simulate ``layer`` with ``kernel`` on ``gpu``: every request of the exact stream (DESIGN
+    section 3) through the per-SM L1s and the sliced L2 (section 4). Returns the metric counts of
+    DESIGN section 5 (totals and per operand ``:A``, ``:B``, ``:C``).
+
+    ``jobs``: Numba threads for the duration (None: the current setting); the cache hierarchy runs
+    its SMs' L1s and its L2 slices in parallel over them. The stream is generated in the calling
+    thread, chunk by chunk (a producer thread beside Numba's workers only oversubscribes the cores).
+    ``max_sectors``: stream chunk size (memory is O(chunk), whatever the layer's size).
+    """
+    from simcore.hierarchy import Hierarchy
+
+    jobs = _check_jobs(jobs)
+    if isinstance(max_sectors, bool) or not isinstance(max_sectors, numbers.Integral) or max_sectors <= 0:
+        raise ValueError(f"max_sectors must be a positive integer, got {max_sectors!r}")
+    plan = plan_stream(layer, gpu, kernel)          # validates layer, gpu, kernel first
+    hierarchy = Hierarchy.for_gpu(gpu, kernel.l1_config(gpu))
+    gen = _Generator(plan, max_sectors)
+    bufs = gen.new_buffers()
+    with _numba_threads(jobs):
+        while True:
+            chunk = gen.fill(bufs)
+            if chunk is None:
+                break
+            hierarchy.feed(chunk.sm, chunk.operand, chunk.is_store, chunk.first, chunk.count, chunk.sectors)
+    return hierarchy.metrics()

@@ -1,0 +1,234 @@
+"""Helpers shared by the validation CLIs: argument parsing, atomic writes, versions, parallel simulation.
+
+Nothing here imports `analytic` or `traces.simulate` at import time, so the CLIs can be imported (and
+tested with fakes) before the heavy parts are loaded.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import importlib
+import multiprocessing
+import os
+import platform
+import sys
+import tempfile
+
+import numpy as np
+
+__all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_write", "check_output_path",
+           "add_kernel_arguments", "kernel_from_args", "resolve_gpu", "run_tasks", "cli_main",
+           "rel_error", "parse_positive_int"]
+
+
+class CLIError(ValueError):
+    """Bad command-line input (reported as one ``error: ...`` line, exit status 2)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors raise `CLIError` instead of printing usage and exiting."""
+
+    def error(self, message):  # noqa: D401 - argparse API
+        raise CLIError(message)
+
+
+def parse_positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+# ---- versions ------------------------------------------------------------------------------------
+def package_version() -> str:
+    """Installed version of the ``deltasim`` distribution (``0+unknown`` if not installed)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("deltasim")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0+unknown"
+
+
+def versions() -> dict:
+    """Versions of deltasim and the libraries that shape its results."""
+    out = {"deltasim": package_version(), "python": platform.python_version(), "numpy": np.__version__}
+    for name in ("numba", "h5py"):
+        try:
+            out[name] = importlib.import_module(name).__version__
+        except Exception:  # pragma: no cover - optional at this level
+            out[name] = None
+    return out
+
+
+# ---- files ---------------------------------------------------------------------------------------
+def check_output_path(option: str, path) -> str:
+    """Raise CLIError if ``path`` cannot be written (missing directory, a directory itself)."""
+    path = os.fspath(path)
+    if not path:
+        raise CLIError(f"{option}: empty file name")
+    if os.path.isdir(path):
+        raise CLIError(f"{option} {path}: is a directory")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"{option} {path}: directory {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise CLIError(f"{option} {path}: directory {folder} is not writable")
+    return path
+
+
+def atomic_write(path, writer) -> None:
+    """Call ``writer(tmp_path)`` on a temporary file in ``path``'s directory, then rename it to ``path``.
+
+    The temporary name keeps ``path``'s extension (some writers look at it). On any error the temporary
+    file is removed and ``path`` is left as it was.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    base, ext = os.path.splitext(os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".tmp{ext}", dir=folder)
+    os.close(fd)
+    try:
+        writer(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ---- kernel / GPU options ------------------------------------------------------------------------
+def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("kernel")
+    group.add_argument("--tile", default="128x128x8", metavar="MxNxK",
+                       help="CTA tile tile_m x tile_n x tile_k (default: %(default)s)")
+    group.add_argument("--layout", default="nhwc", choices=("nhwc", "nchw"),
+                       help="tensor layout (default: %(default)s)")
+    group.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"),
+                       help="element type (default: %(default)s)")
+    group.add_argument("--vector", default=1, type=parse_positive_int, metavar="V",
+                       help="elements per thread access (default: %(default)s)")
+    group.add_argument("--threads", default=256, type=parse_positive_int, metavar="T",
+                       help="threads per CTA (default: %(default)s)")
+
+
+def kernel_from_args(args):
+    """Build the KernelConfig from --tile/--layout/--dtype/--vector/--threads (ValueError if invalid)."""
+    from traces import KernelConfig
+    try:
+        return KernelConfig.from_tile(args.tile, layout=args.layout, dtype=args.dtype, vector=args.vector,
+                                      threads=args.threads)
+    except (TypeError, ValueError) as err:
+        raise CLIError(f"--tile {args.tile}: {err}" if "tile must look like" in str(err) else str(err)) from None
+
+
+def resolve_gpu(name: str):
+    import simcore
+    try:
+        return simcore.gpu(name)
+    except (TypeError, ValueError) as err:
+        raise CLIError(str(err)) from None
+
+
+def check_kernel_fits(kernel, gpu, layers) -> None:
+    """Raise CLIError when the kernel cannot run on ``gpu`` or on one of ``layers``."""
+    try:
+        kernel.l1_config(gpu)
+    except (TypeError, ValueError) as err:
+        message = str(err)
+        raise CLIError(message if "does not fit" in message else f"kernel does not fit on {gpu.name}: {message}") from None
+    for layer in layers:
+        try:
+            kernel.check_layer(layer)
+        except ValueError as err:
+            raise CLIError(str(err)) from None
+
+
+# ---- errors --------------------------------------------------------------------------------------
+def rel_error(value, reference):
+    """``(value - reference) / reference``; 0.0 when both are 0; None when undefined."""
+    if value is None or reference is None:
+        return None
+    try:
+        value, reference = float(value), float(reference)
+    except (TypeError, ValueError):
+        return None
+    if not (np.isfinite(value) and np.isfinite(reference)):
+        return None
+    if reference == 0.0:
+        return 0.0 if value == 0.0 else None
+    return (value - reference) / reference
+
+
+# ---- running simulations -------------------------------------------------------------------------
+def _call_by_name(module: str, attr: str, args: tuple, kwargs: dict):
+    """Worker entry point: look the function up by name in the worker (so a forked worker sees the
+    same attribute, monkeypatched or not, that the parent had)."""
+    return getattr(importlib.import_module(module), attr)(*args, **kwargs)
+
+
+def _pool_context():
+    methods = multiprocessing.get_all_start_methods()
+    # fork keeps the parent's module state (and test fakes); the parent runs no numba threads itself.
+    return multiprocessing.get_context("fork" if "fork" in methods else None)
+
+
+def run_tasks(module: str, attr: str, tasks, *, jobs: int = 1, on_done=None, progress=None,
+              label=lambda i: str(i)):
+    """Run ``module.attr(*args, **kwargs)`` for every ``(args, kwargs)`` in ``tasks``.
+
+    ``jobs == 1``: in this process, in order. ``jobs > 1``: in a pool of ``jobs`` processes.
+    ``on_done(index, result)`` is called in the parent as each task finishes; ``progress`` is a tqdm bar
+    (or None). A KeyboardInterrupt cancels what has not started and propagates.
+    """
+    tasks = list(tasks)
+    if jobs <= 1 or len(tasks) <= 1:
+        func = getattr(importlib.import_module(module), attr)
+        for index, (args, kwargs) in enumerate(tasks):
+            if progress is not None:
+                progress.set_postfix_str(label(index), refresh=False)
+            result = func(*args, **kwargs)
+            if on_done is not None:
+                on_done(index, result)
+            if progress is not None:
+                progress.update(1)
+        return
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_pool_context())
+    try:
+        futures = {pool.submit(_call_by_name, module, attr, args, kwargs): index
+                   for index, (args, kwargs) in enumerate(tasks)}
+        for future in concurrent.futures.as_completed(futures):
+            index = futures[future]
+            result = future.result()
+            if on_done is not None:
+                on_done(index, result)
+            if progress is not None:
+                progress.set_postfix_str(label(index), refresh=False)
+                progress.update(1)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+# ---- main wrapper --------------------------------------------------------------------------------
+def cli_main(create_parser, check_arguments, run, argv=None) -> int:
+    """Parse, check and run; bad input -> one ``error: ...`` line on stderr and exit status 2."""
+    parser = create_parser()
+    try:
+        args = parser.parse_args(argv)
+        check_arguments(args)
+        return run(args)
+    except SystemExit as exc:          # --help / --version
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, FileNotFoundError, OSError) as err:
+        message = " ".join(str(err).split()) or type(err).__name__
+        print(f"error: {message}", file=sys.stderr)
+        return 2

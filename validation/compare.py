@@ -1,0 +1,234 @@
+"""Compare the analytic model with exact cache simulation, layer by layer.
+
+    python -m validation.compare vgg16 --gpu v100 --batch 1 --json vgg16.json --plot vgg16.png
+
+For every layer: simulated (traces.simulate_layer) and predicted (analytic.predict_layer) L1 load
+requests and sectors, L1 hit rate, L2 read sectors, L2 hit rate, DRAM read and write sectors, the
+relative error of each ((predicted - simulated) / simulated), the predicted time and bound; then
+network totals and the mean and worst absolute relative error per metric. ``--ncu-csv`` adds measured
+values from an Nsight Compute CSV export. Results files: see ``validation/SCHEMA.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits, check_output_path,
+                     cli_main, kernel_from_args, parse_positive_int, resolve_gpu, run_tasks)
+from .report import check_matplotlib, format_document, format_header, layer_table, plot_document
+from .results import make_document, make_entry, write_json, write_h5
+
+__all__ = ["create_parser", "check_arguments", "run", "main", "simulate_layer", "predict_layer",
+           "load_factors", "reuse_factors_class"]
+
+EXIT_INTERRUPTED = 130
+#: Partial results files are rewritten after a finished layer at most this often (the final write and
+#: the write on interrupt always happen).
+SAVE_INTERVAL_S = 1.0
+
+
+# ---- the references tests replace (monkeypatch) ---------------------------------------------------
+def simulate_layer(layer, gpu, kernel, *, jobs=None) -> dict:
+    """traces.simulate_layer (looked up at call time)."""
+    from traces.simulate import simulate_layer as _simulate
+    return _simulate(layer, gpu, kernel, jobs=jobs)
+
+
+def predict_layer(layer, gpu, kernel, factors=None) -> dict:
+    """analytic.predict_layer (looked up at call time)."""
+    import analytic
+    return analytic.predict_layer(layer, gpu, kernel, factors)
+
+
+def reuse_factors_class():
+    """analytic.ReuseFactors (looked up at call time)."""
+    import analytic
+    return analytic.ReuseFactors
+
+
+def load_factors(path):
+    """ReuseFactors.load(path); any failure -> one-line ValueError naming the file."""
+    if not os.path.exists(path):
+        raise CLIError(f"--factors {path}: file not found")
+    if os.path.isdir(path):
+        raise CLIError(f"--factors {path}: is a directory")
+    cls = reuse_factors_class()
+    try:
+        return cls.load(path)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+        raise CLIError(f"--factors {path}: cannot read reuse factors: {err}") from None
+
+
+def _factors_dict(factors):
+    if factors is None:            # record the model's defaults, for reproducibility
+        try:
+            factors = reuse_factors_class()()
+        except Exception:          # the model package is not importable here: leave it unrecorded
+            return None
+    if hasattr(factors, "to_dict"):
+        return factors.to_dict()
+    return dict(factors)
+
+
+# ---- CLI -----------------------------------------------------------------------------------------
+def create_parser() -> argparse.ArgumentParser:
+    from traces.networks import NETWORKS
+    parser = ArgumentParser(
+        prog="python -m validation.compare",
+        description="Compare the analytic traffic model with exact cache simulation, layer by layer.",
+        epilog="Exit status: 0 done, 2 bad input (one 'error: ...' line on stderr, no output file), "
+               "130 interrupted (results files hold the finished layers, marked complete: false).")
+    parser.add_argument("network", nargs="?", metavar="NETWORK",
+                        help=f"network: {', '.join(NETWORKS)} (optional with --layers-file)")
+    parser.add_argument("--gpu", default="v100", help="GPU name (default: %(default)s)")
+    parser.add_argument("--batch", type=parse_positive_int, default=None,
+                        help="batch size (default: 1; with --layers-file: the file's n unless given)")
+    parser.add_argument("--layers", metavar="A,B,...", help="only these layers (comma-separated names)")
+    parser.add_argument("--layers-file", metavar="FILE.json", help="layers from a JSON file (traces.load_layers)")
+    add_kernel_arguments(parser)
+    parser.add_argument("--factors", metavar="FILE", help="reuse factors file (validation.calibrate -o)")
+    parser.add_argument("--ncu-csv", metavar="FILE", help="measured metrics: an 'ncu --csv' export, one launch per layer")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", metavar="FILE", help="write results as JSON (schema: validation/SCHEMA.md)")
+    out.add_argument("--h5", metavar="FILE", help="write results as HDF5")
+    out.add_argument("--plot", metavar="FILE.png", help="plot predicted vs simulated per metric (needs matplotlib)")
+    parser.add_argument("--jobs", type=parse_positive_int, default=1, metavar="N",
+                        help="simulate N layers at once in N processes, one numba thread each "
+                             "(default: 1 process using all numba threads)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar and no per-layer tables (totals and error summary only)")
+    return parser
+
+
+def check_arguments(args) -> None:
+    """Check and resolve the arguments; raise ValueError (one clear line) on bad input.
+
+    Sets ``args.layer_list``, ``args.gpu_obj``, ``args.kernel``, ``args.factors_obj``, ``args.measured``.
+    """
+    from traces.networks import NETWORKS, load_layers, network
+    if args.network is None and not args.layers_file:
+        raise CLIError(f"give a NETWORK ({', '.join(NETWORKS)}) or --layers-file FILE")
+    if args.network is not None and args.layers_file:
+        raise CLIError("give either a NETWORK or --layers-file, not both")
+    if args.network is not None:
+        if args.network.strip().lower() not in NETWORKS:
+            raise CLIError(f"unknown network {args.network!r}; known networks: {', '.join(NETWORKS)}")
+        args.network = args.network.strip().lower()
+        layers = network(args.network, args.batch or 1)
+    else:
+        layers = load_layers(args.layers_file)
+        if args.batch is not None:
+            layers = [layer.with_batch(args.batch) for layer in layers]
+    if args.layers:
+        wanted = [name.strip() for name in args.layers.split(",") if name.strip()]
+        known = [layer.name for layer in layers]
+        unknown = [name for name in wanted if name not in known]
+        if unknown or not wanted:
+            raise CLIError(f"--layers: unknown layer(s) {', '.join(unknown) or repr(args.layers)}; "
+                           f"layers of {args.network or args.layers_file}: {', '.join(known)}")
+        layers = [layer for layer in layers if layer.name in wanted]
+    args.layer_list = layers
+    args.gpu_obj = resolve_gpu(args.gpu)
+    args.kernel = kernel_from_args(args)
+    check_kernel_fits(args.kernel, args.gpu_obj, layers)
+    args.factors_obj = load_factors(args.factors) if args.factors else None
+    for option in ("json", "h5", "plot"):
+        if getattr(args, option):
+            check_output_path(f"--{option}", getattr(args, option))
+    if args.plot:
+        check_matplotlib()
+    if args.ncu_csv:
+        from .ncu import load_measurements
+        args.measured = load_measurements(args.ncu_csv, layers)
+    else:
+        args.measured = [None] * len(layers)
+    args.checked = True
+
+
+def _progress(total, quiet):
+    from tqdm import tqdm
+    return tqdm(total=total, desc="simulating", unit="layer", file=sys.stderr,
+                disable=True if quiet else None, dynamic_ncols=True)
+
+
+def _timed_simulate(layer, gpu, kernel, jobs=None):
+    """Worker: ``(simulate_layer(...), seconds)``; looks ``simulate_layer`` up in this module."""
+    start = time.perf_counter()
+    result = simulate_layer(layer, gpu, kernel, jobs=jobs)
+    return result, time.perf_counter() - start
+
+
+def run(args) -> int:
+    """Simulate and predict every layer, print the report, write the requested files. Returns the exit status."""
+    if not getattr(args, "checked", False):
+        check_arguments(args)
+    layers, gpu, kernel = args.layer_list, args.gpu_obj, args.kernel
+    factors = args.factors_obj
+    # The model is cheap: predict everything first so that a model error stops us before any output.
+    predicted = [predict_layer(layer, gpu, kernel, factors) for layer in layers]
+    batch = args.batch if args.batch is not None else (1 if args.network else layers[0].n)
+    meta = dict(network=args.network, gpu=gpu, kernel=kernel, factors=_factors_dict(factors), batch=batch)
+    done = {}
+    last_save = [-float("inf")]
+    streaming = not args.quiet and args.jobs == 1     # print each layer's table as it finishes
+
+    def document(complete, error=None):
+        return make_document(entries=[done[i] for i in sorted(done)], complete=complete, error=error, **meta)
+
+    def save(doc):
+        if args.json:
+            write_json(doc, args.json)
+        if args.h5:
+            write_h5(doc, args.h5)
+
+    def on_done(index, outcome):
+        result, seconds = outcome
+        done[index] = make_entry(layers[index], result, predicted[index], args.measured[index], seconds)
+        now = time.monotonic()
+        if (args.json or args.h5) and now - last_save[0] >= SAVE_INTERVAL_S:
+            save(document(complete=False))
+            last_save[0] = time.monotonic()
+        if streaming:
+            bar.clear()
+            print(layer_table(done[index]) + "\n", flush=True)
+
+    if streaming:
+        print(format_header(document(complete=True)) + "\n", flush=True)
+    tasks = [((layer, gpu, kernel), {"jobs": None if args.jobs == 1 else 1}) for layer in layers]
+    bar = _progress(len(layers), args.quiet)
+    try:
+        run_tasks(__name__, "_timed_simulate", tasks, jobs=args.jobs, on_done=on_done, progress=bar,
+                  label=lambda i: layers[i].name)
+    except KeyboardInterrupt:
+        bar.close()
+        doc = document(complete=False, error="interrupted")
+        save(doc)
+        if args.plot and done:
+            atomic_write(args.plot, lambda tmp: plot_document(doc, tmp))
+        where = ", ".join(p for p in (args.json, args.h5) if p)
+        print(f"interrupted: {len(done)} of {len(layers)} layers done"
+              + (f"; finished layers saved in {where}" if where else ""), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as err:
+        bar.close()
+        if done:      # keep what finished; the error is reported by main()
+            save(document(complete=False, error=" ".join(str(err).split()) or type(err).__name__))
+        raise
+    bar.close()
+    doc = document(complete=True)
+    save(doc)
+    if args.plot:
+        atomic_write(args.plot, lambda tmp: plot_document(doc, tmp))
+    sys.stdout.write(format_document(doc, layers=not args.quiet and not streaming, header=not streaming))
+    return 0
+
+
+def main(argv=None) -> int:
+    """Entry point; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
+    return cli_main(create_parser, check_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

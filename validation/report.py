@@ -1,0 +1,256 @@
+"""Text tables and plots of compare results (the documents of `validation.results`)."""
+from __future__ import annotations
+
+import math
+
+from simcore import metrics as M
+
+__all__ = ["TABLE_METRICS", "SUMMARY_METRICS", "eng", "eng_time", "pct", "layer_table", "totals_table",
+           "error_table", "format_header", "format_document", "plot_document", "check_matplotlib"]
+
+#: (label, key, kind) of the rows of every per-layer table; kind "count" or "rate".
+TABLE_METRICS = (
+    ("L1 load requests", M.L1_LD_REQUESTS, "count"),
+    ("L1 load sectors", M.L1_LD_SECTORS, "count"),
+    ("L1 hit rate", "l1_hit_rate", "rate"),
+    ("L2 read sectors", M.L2_RD_SECTORS, "count"),
+    ("L2 hit rate", "l2_hit_rate", "rate"),
+    ("DRAM read sectors", M.DRAM_RD_SECTORS, "count"),
+    ("DRAM write sectors", M.DRAM_WR_SECTORS, "count"),
+)
+#: Keys summarised (mean / worst absolute relative error) over the layers: table rows, then the rest.
+SUMMARY_METRICS = tuple(key for _, key, _ in TABLE_METRICS) + tuple(
+    key for key in M.METRICS if key not in {k for _, k, _ in TABLE_METRICS})
+_LABELS = {key: label for label, key, _ in TABLE_METRICS}
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def _sig3(value: float) -> str:
+    """Three significant digits, no exponent, for 1 <= |value| < 1000 (or smaller)."""
+    value = float(f"{value:.3g}")
+    mag = abs(value)
+    if mag >= 100:
+        return f"{value:.0f}"
+    if mag >= 10:
+        return f"{value:.1f}"
+    if mag >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def eng(value) -> str:
+    """Engineering notation with 3 significant digits: 12345678 -> '12.3M', 950 -> '950', None -> '-'."""
+    if value is None:
+        return "-"
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == 0:
+        return "0"
+    mag = abs(value)
+    for scale, prefix in _PREFIXES:
+        if mag >= scale * 0.9995:
+            text = _sig3(value / scale)
+            if abs(float(text)) >= 1000:          # rounding carried into the next prefix
+                continue
+            return text + prefix
+    if mag >= 1 and value == int(value):
+        return str(int(value))
+    return _sig3(value)
+
+
+def eng_time(seconds) -> str:
+    """'12.3 us', '4.56 ms', '1.20 s'."""
+    if seconds is None:
+        return "-"
+    seconds = float(seconds)
+    if seconds == 0 or not math.isfinite(seconds):
+        return f"{seconds:g} s"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
+        if abs(seconds) >= scale * 0.9995:
+            return f"{_sig3(seconds / scale)} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def pct(value, signed=True) -> str:
+    """Relative error as a percentage: 0.0123 -> '+1.2%'; None -> 'n/a'."""
+    if value is None:
+        return "n/a"
+    value = float(value) * 100
+    if not math.isfinite(value):
+        return "n/a"
+    if abs(value) < 0.05:
+        value = 0.0
+    return f"{value:+.1f}%" if signed else f"{value:.1f}%"
+
+
+def _value(kind, value) -> str:
+    if kind == "rate":
+        return "-" if value is None else f"{100 * float(value):.1f}%"
+    return eng(value)
+
+
+def _layer_line(layer: dict) -> str:
+    if not layer:
+        return ""
+    parts = [f"{f}={layer[f]}" for f in ("n", "c", "h", "w", "k", "r", "s") if f in layer]
+    for field in ("stride", "pad", "dilation"):
+        value = layer.get(field)
+        if value is None:
+            continue
+        value = list(value) if isinstance(value, (list, tuple)) else [value, value]
+        if field == "dilation" and value == [1, 1]:
+            continue
+        parts.append(f"{field}={value[0] if value[0] == value[1] else 'x'.join(map(str, value))}")
+    return " ".join(parts)
+
+
+def _metric_table(simulated, predicted, errors, measured=None, measured_errors=None, indent="  ") -> list:
+    head = f"{indent}{'metric':<20}{'simulated':>11}{'predicted':>11}{'error':>9}"
+    with_meas = measured is not None
+    if with_meas:
+        head += f"{'measured':>11}{'sim err':>9}{'pred err':>9}"
+    lines = [head]
+    for label, key, kind in TABLE_METRICS:
+        line = (f"{indent}{label:<20}{_value(kind, simulated.get(key)):>11}"
+                f"{_value(kind, predicted.get(key)):>11}{pct(errors.get(key)):>9}")
+        if with_meas:
+            me = measured_errors or {}
+            line += (f"{_value(kind, measured.get(key)):>11}{pct((me.get('simulated') or {}).get(key)):>9}"
+                     f"{pct((me.get('predicted') or {}).get(key)):>9}")
+        lines.append(line)
+    return lines
+
+
+def layer_table(entry: dict) -> str:
+    """The table of one layer of a compare document."""
+    predicted = entry.get("predicted") or {}
+    title = f"layer {entry.get('name') or '?'}"
+    params = _layer_line(entry.get("layer") or {})
+    timing = []
+    if predicted.get("time_s") is not None:
+        timing.append(f"predicted {eng_time(predicted['time_s'])}")
+    if predicted.get("bound"):
+        timing.append(f"{predicted['bound']}-bound")
+    header = "  ".join(part for part in (title, params, ", ".join(timing)) if part)
+    measured = entry.get("measured")
+    lines = [header] + _metric_table(entry.get("simulated") or {}, predicted, entry.get("errors") or {},
+                                     measured, entry.get("measured_errors"))
+    return "\n".join(lines)
+
+
+def totals_table(summary: dict) -> str:
+    totals = summary.get("totals") or {}
+    lines = [f"network total ({summary.get('layers', 0)} layers)  predicted "
+             f"{eng_time(summary.get('predicted_time_s'))}"]
+    measured = totals.get("measured")
+    lines += _metric_table(totals.get("simulated") or {}, totals.get("predicted") or {},
+                           summary.get("total_errors") or {}, measured, summary.get("total_measured_errors"))
+    return "\n".join(lines)
+
+
+def _stats_rows(stats: dict, width: int, indent="  ") -> list:
+    lines = []
+    for label, key, _ in TABLE_METRICS:
+        row = stats.get(key) or {}
+        lines.append(f"{indent}{label:<{width}}{pct(row.get('mean_abs'), False):>12}"
+                     f"{pct(row.get('worst_abs'), False):>13}  {row.get('worst_layer') or '-'}")
+    return lines
+
+
+def error_table(summary: dict) -> str:
+    """Mean and worst absolute relative error per metric over the layers."""
+    measured = summary.get("measured_errors") or {}
+    width = max(len(label) for label, _, _ in TABLE_METRICS) + 2
+    head = f"  {'metric':<{width}}{'mean |err|':>12}{'worst |err|':>13}  worst layer"
+    lines = ["relative error of the prediction vs simulation, over layers (every metric: --json)", head]
+    lines += _stats_rows(summary.get("errors") or {}, width)
+    for which in ("simulated", "predicted"):
+        if measured.get(which):
+            lines += ["", f"relative error of the {which} values vs measured (ncu), over layers", head]
+            lines += _stats_rows(measured[which], width)
+    return "\n".join(lines)
+
+
+def format_header(doc: dict) -> str:
+    """First line of a report: network, GPU, batch, kernel (and INCOMPLETE when interrupted)."""
+    gpu = (doc.get("gpu") or {}).get("name", "?")
+    kernel = doc.get("kernel") or {}
+    tile = "x".join(str(kernel.get(f, "?")) for f in ("tile_m", "tile_n", "tile_k"))
+    return (f"{doc.get('network') or 'layers'} on {gpu}, batch {doc.get('batch')}, kernel {tile} "
+            f"{kernel.get('layout', '?')} {kernel.get('dtype', '?')} vector {kernel.get('vector', '?')}"
+            f"{'' if doc.get('complete', True) else '  (INCOMPLETE: interrupted)'}")
+
+
+def format_document(doc: dict, *, layers=True, header=True) -> str:
+    """The text report of a compare document (header, per-layer tables, totals, error summary)."""
+    out = [format_header(doc), ""] if header else []
+    if layers:
+        for entry in doc.get("layers") or []:
+            out += [layer_table(entry), ""]
+    summary = doc.get("summary") or {}
+    if summary:
+        out += [totals_table(summary), "", error_table(summary)]
+    return "\n".join(out).rstrip() + "\n"
+
+
+# ---- plots ---------------------------------------------------------------------------------------
+def check_matplotlib() -> None:
+    """Raise ValueError (one line) if matplotlib cannot be imported."""
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ValueError("--plot needs matplotlib, which is not installed (pip install 'deltasim[plot]')")
+
+
+def plot_document(doc: dict, path) -> None:
+    """Predicted (and measured) vs simulated, one log-log subplot per table metric, with y = x."""
+    check_matplotlib()
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    entries = doc.get("layers") or []
+    fig, axes = plt.subplots(2, 4, figsize=(16, 8))
+    axes = axes.ravel()
+    for ax, (label, key, kind) in zip(axes, TABLE_METRICS):
+        sim = [e["simulated"].get(key) for e in entries]
+        pred = [(e.get("predicted") or {}).get(key) for e in entries]
+        pairs = [(s, p) for s, p in zip(sim, pred) if s is not None and p is not None and s > 0 and p > 0]
+        if pairs:
+            xs, ys = zip(*pairs)
+            ax.scatter(xs, ys, s=14, label="predicted")
+        meas = [(e["simulated"].get(key), (e.get("measured") or {}).get(key)) for e in entries if e.get("measured")]
+        meas = [(s, m) for s, m in meas if s is not None and m is not None and s > 0 and m > 0]
+        if meas:
+            xs2, ys2 = zip(*meas)
+            ax.scatter(xs2, ys2, s=14, marker="x", label="measured")
+        values = [v for pair in pairs + meas for v in pair]
+        if values:
+            lo, hi = min(values) / 1.5, max(values) * 1.5
+            ax.plot([lo, hi], [lo, hi], "k--", linewidth=0.8, label="y = x")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlim(lo, hi)
+            ax.set_ylim(lo, hi)
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(label)
+        ax.set_xlabel("simulated")
+        ax.set_ylabel("predicted")
+        ax.grid(True, which="both", alpha=0.3)
+        if pairs or meas:
+            ax.legend(fontsize=7)
+    for ax in axes[len(TABLE_METRICS):]:
+        ax.axis("off")
+    gpu = (doc.get("gpu") or {}).get("name", "?")
+    fig.suptitle(f"{doc.get('network') or 'layers'} on {gpu}, batch {doc.get('batch')}: predicted vs simulated")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
