@@ -106,7 +106,7 @@ def _ramp(x, lo, hi):
 @njit(cache=True)
 def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps, lpr_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, p_m, p_n, p_mw, p_nw, f_wave, share_blk,
-               reuse_b1, lpm_a, b_row_lines):
+               reuse_b1, lpm_a, b_row_lines, ns_life):
     """L1 model over co-residency classes (k CTAs per SM, weight) and tile classes (rows, weight):
     returns (fraction of A row accesses that miss, fraction of B lookups that hit)."""
     rows_total = rows_t.sum()
@@ -147,7 +147,7 @@ def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps,
                 # distinct lines of one lifetime: A misses, the CTA's whole filter slice
                 a_life = k * ma_t * rows_total * (T / M) * lpm_a
                 b_life = nb * min(ksteps * lines_b, Kt * b_row_lines)
-                life = (a_life / nmax + b_life / nsb) / ways
+                life = (a_life + b_life) / ns_life / ways
                 hb += (1.0 - hb) * f_wave * p_nw * _ramp(life, lo, hi)
                 hb_acc += wm * wn * hb
         lines_a = rows_total / RS * (tm / M) * lpr_a
@@ -159,7 +159,7 @@ def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps,
         if p_mw > 0:
             a_life = k * ma * rows_total * (tm / M) * lpm_a
             b_life = nb * min(ksteps * tn * lpr_b, tn * b_row_lines)
-            life = (a_life / nsa + b_life / nmax) / ways
+            life = (a_life + b_life) / ns_life / ways
             ma *= 1.0 - f_wave * p_mw * _ramp(life, lo, hi)
         miss_frac_a += wgt * ma
         hit_b += wgt * hb_acc

@@ -14,7 +14,7 @@ from simcore import metrics as Mx
 from traces.kernel import KernelConfig
 from traces.layer import ConvLayer
 
-from ._counts import l1_counts, _range_1d
+from ._counts import l1_counts
 from ._reuse import l1_classes, reuse_histogram, touched_1d
 from .factors import resolve_factors
 
@@ -27,15 +27,6 @@ _BOUNDS = ("compute", "l1", "l2", "dram")
 
 def _cdiv(a, b):
     return -(-a // b)
-
-
-def _ramp(x, lo, hi):
-    """L1 hit probability of a reuse at relative distance x (1 below lo, 0 above hi)."""
-    if x <= lo:
-        return 1.0
-    if x >= hi:
-        return 0.0
-    return (hi - x) / (hi - lo)
 
 
 def _l2_miss(x, width):
@@ -216,12 +207,25 @@ def _predict(layer, gpu, kernel, f, machine):
     # previous wave's CTA on the same SM and slot (blocks b and b + per_wave)
     p_nw, p_mw = same_n(per_wave), same_m(per_wave)
     f_wave = max(0, ctas - per_wave) / ctas
+    # distinct lines per missed row over a CTA lifetime, and the sets a lifetime's lines reach
+    if dense:
+        lpm_a = sw * unit / LINE
+    elif nhwc:
+        lpm_a = unit / LINE if unit >= LINE else min(1.0, sw * unit / LINE)
+    else:
+        lpm_a = nblk * lpr_a
+    if nhwc:
+        ns_life = max(_nsets((sw * unit, sh * W * unit, H * W * unit) + ((LINE,) if unit > LINE else ()),
+                             sets, LINE),
+                      _nsets((row_b,) + ((LINE,) if row_b > LINE else ()), sets, LINE))
+    else:
+        ns_life = sets
     miss_frac_a, hit_b = l1_classes(
         hist, rows_t, np.array(classes, np.float64), np.array(mcls, np.float64),
         np.array(ncls, np.float64), float(ctas), float(M), R, S, float(tm), float(tn), float(ksteps),
         lpr_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways), lo, hi, dscale,
         p_m, p_n, p_mw, p_nw, f_wave, share_blk, reuse_b1,
-        nblk * (sw * unit / LINE if dense else lpr_a), row_b / LINE)
+        lpm_a, row_b / LINE, float(ns_life))
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
     l1_hit_b = sec_b * min(1.0, hit_b)

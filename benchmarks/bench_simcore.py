@@ -137,12 +137,6 @@ def bench_hierarchy(stream, threads, repeat=5):
     return n / wall, n / cpu, h.metrics()
 
 
-def _timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32, help="batch size of the conv-like stream (32)")

@@ -15,22 +15,29 @@ allocates the line with only that sector valid. LRU order is per line and update
 to any of its sectors. Set index: ``linear``: ``line mod sets``; ``xor``:
 ``(line ^ line >> b ^ line >> 2b) & (sets - 1)`` with ``b = log2(sets)``.
 
-Implementation: the state of C identical caches is one *bank* (a tuple of 2-D arrays indexed
-``[cache, ...]``, see ``_new_bank``) so that the hierarchy reuses the very same access kernel
+Implementation: the state of C identical caches is one *bank*, the tuple
+``(table, rec, sline, lru, last)`` of arrays indexed ``[cache, ...]`` (see ``_new_bank``), so that the hierarchy reuses the very same access kernel
 ``_access`` for 80 L1s or 64 L2 slices. Per cache:
 
-* an open-addressing hash table ``line -> slot`` (Fibonacci hash, linear probing, backward-shift
-  deletion, capacity a power of two >= 2x lines), so a lookup is O(1) whatever the associativity;
-* an intrusive doubly-linked LRU list per set (``prev``/``next`` slot arrays, ``head``/``tail`` per
-  set), so move-to-front and eviction are O(1); set ``s`` owns slots ``s*ways .. s*ways+ways-1``;
-* per-slot valid and dirty sector bitmasks (uint8: at most 8 sectors per line);
+* an open-addressing hash table ``line -> slot`` (int32 slot numbers compared through ``sline``;
+  Fibonacci hash, linear probing, backward-shift deletion, capacity the power of two >= 4x lines),
+  so a lookup is O(1) whatever the associativity;
+* one record per slot ``rec[cache, slot] = (prev, next, table position, valid | dirty << 8)``: an
+  intrusive doubly-linked LRU list per set (``lru[cache, set] = (head, tail, used)``), so
+  move-to-front and eviction are O(1); set ``s`` owns slots ``s*ways .. s*ways+ways-1``; the stored
+  table position makes deletion probe-free, and a miss inserts at the empty position its lookup
+  ended on before deleting the victim (no second probe);
 * the last line looked up and its slot: an access to the same line as the previous access of this
   cache needs neither a hash probe nor an LRU update (the line is already its set's MRU). Sector
-  streams touch the 4 sectors of a line back to back, so this is the common case.
+  streams touch the sectors of a line back to back, so this is a common case.
 
-Measured on the 2-core development machine (benchmarks/bench_simcore.py, conv-like stream, 128 KB
-256-way cache): a scan-and-shift MRU array gets ~17 M lookups/s (DESIGN section 8); this kernel is
-reported in the issue note. No fastmath (integer code; it would not help).
+Measured (2-core AMD EPYC development VM, benchmarks/bench_simcore.py, conv-like stream, 128 KB
+256-way cache, 1.7 M lookups; the machine was shared, numbers +-20 %): a scan-and-shift MRU array
+gets ~17 M lookups/s (DESIGN section 8). Passing the bank tuple into NRT-enabled kernels: 11 M/s
+(atomic refcounts per access). Separate arrays + ``_nrt=False``: 55 M/s. Slot records + probe-free
+deletion + insert-before-delete: 80-85 M/s. int32 table (64 KB int64 key/slot table did not fit the
+32 KB L1d): ~100 M/s. Table load factor 1/2: -10 %, 1/8: -20 % against 1/4. Branch-free outcome
+counting: -10 % (kept the branches). No fastmath (integer code).
 """
 from __future__ import annotations
 

@@ -28,13 +28,17 @@ class NaiveCache:
         b = sets.bit_length() - 1
         return (line ^ (line >> b) ^ (line >> (2 * b))) & (sets - 1)
 
-    def access(self, addr, write=False, tag=None, line=None):
-        """Access the sector holding byte ``addr``; ``line`` overrides the line address (L2 slices)."""
+    def access(self, addr, write=False, tag=None, set_line=None):
+        """Access the sector holding byte ``addr``; the line address is the tag.
+
+        ``set_line`` overrides the address the set index function is applied to (an L2 slice
+        indexes its sets by ``line // slices`` but still tells lines apart by their full address)."""
         cfg = self.config
-        if line is None:
-            line = addr // cfg.line_bytes
+        line = addr // cfg.line_bytes
+        if set_line is None:
+            set_line = line
         sector = (addr % cfg.line_bytes) // cfg.sector_bytes
-        lines = self.sets[self.set_index(line)]
+        lines = self.sets[self.set_index(set_line)]
         if line in lines:
             lines.move_to_end(line)                       # MRU
             valid, dirty = lines[line]
@@ -97,7 +101,7 @@ class NaiveHierarchy:
         h = line ^ (line >> 7) ^ (line >> 14) if self.slice_hash == "xor" else line
         cache = self.l2[h % self.l2_slices]
         before = len(cache.evicted_dirty_tags)
-        outcome = cache.access(addr, write, op, line=line // self.l2_slices)
+        outcome = cache.access(addr, write, op, set_line=line // self.l2_slices)
         for tag in cache.evicted_dirty_tags[before:]:
             self._count(M.DRAM_WR_SECTORS, tag)
         if write:

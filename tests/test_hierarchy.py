@@ -297,3 +297,59 @@ def test_bool_store_flags_are_accepted():
     args[2] = args[2].astype(bool)
     h.feed(*args)
     assert h.metrics()[M.L1_ST_REQUESTS] == 1
+
+
+def test_automatic_choice_of_path_keeps_counts_identical(conv_stream):
+    h = v100_hierarchy()
+    assert h.parallel is None
+    req_sm, req_op, req_st, first, count, sectors = conv_stream
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        for _ in range(5):                     # the same chunk 5 times: probe serial/parallel, then choose
+            h.feed(req_sm, req_op, req_st, first, count, sectors)
+    finally:
+        numba.set_num_threads(before)
+    again = v100_hierarchy()
+    again.parallel = False
+    for _ in range(5):
+        again.feed(req_sm, req_op, req_st, first, count, sectors)
+    assert h.metrics() == again.metrics()
+    if numba.config.NUMBA_NUM_THREADS > 1:
+        assert h._probe is None               # the choice was made
+
+
+@pytest.mark.parametrize("slices", [80, 160, 96, 64])
+def test_no_two_lines_share_an_l2_tag(slices):
+    # Every sector is read exactly once, by loads that all miss in L1 (each sector is touched once).
+    # Whatever the slice count, a line is only ever present after it was accessed, so each access is
+    # a compulsory miss: L2 read misses == DRAM reads == sectors. With the key line // slices alone
+    # (the earlier bug) lines aliased under 80/160 slices and some of these reads hit.
+    n = 1 << 17
+    sectors = (np.arange(n, dtype=np.int64) * 32)
+    l2 = CacheConfig(640 * 1024, 20, index="xor")          # big enough: no evictions
+    h = Hierarchy(CacheConfig(4 * 512, 1), 1, l2, slices)
+    h.feed(np.zeros(n // 4, np.int32), np.zeros(n // 4, np.uint8), np.zeros(n // 4, np.uint8),
+           np.arange(0, n, 4, dtype=np.int64), np.full(n // 4, 4, np.int32), sectors)
+    m = h.metrics()
+    assert m[M.L2_RD_SECTORS] == n
+    assert m[M.L2_RD_MISSES] == n
+    assert m[M.DRAM_RD_SECTORS] == n
+    # and a second pass over the same data now hits everywhere (the L2 holds 50 MB at 80 slices)
+    if slices * 640 * 1024 >= n * 32:
+        h.feed(np.zeros(n // 4, np.int32), np.zeros(n // 4, np.uint8), np.zeros(n // 4, np.uint8),
+               np.arange(0, n, 4, dtype=np.int64), np.full(n // 4, 4, np.int32), sectors)
+        assert h.metrics()[M.L2_RD_HITS] == n
+
+
+def test_linear_l2_slices_with_three_sets_keep_lines_apart():
+    # 3 sets per slice (linear index), 5 slices: the key multiplier must be a multiple of 3.
+    n = 3 * 5 * 4                                     # 60 lines, 4 ways x 3 sets x 5 slices = room for all
+    sectors = np.arange(n, dtype=np.int64) * 128
+    h = Hierarchy(CacheConfig(4 * 512, 1), 1, CacheConfig(3 * 4 * 128, 4), 5, slice_hash="linear")
+    args = (np.zeros(n, np.int32), np.zeros(n, np.uint8), np.zeros(n, np.uint8),
+            np.arange(n, dtype=np.int64), np.ones(n, np.int32), sectors)
+    h.feed(*args)
+    h.feed(*args)
+    m = h.metrics()
+    assert m[M.L2_RD_MISSES] == n and m[M.L2_RD_HITS] == n   # all fit: second pass hits every line
