@@ -69,6 +69,8 @@ _L2_KEYS = (M.L2_RD_SECTORS, M.L2_RD_HITS, M.L2_RD_MISSES, M.L2_WR_SECTORS, M.L2
 # Byte addresses must stay below this: line // slices < 2**40 keeps the slice key unique, and the L2
 # bucketing packs key << 8 in an int64 (key < slices * 2**40 <= 2**54 for up to 16384 slices).
 _MAX_ADDRESS = 1 << 47
+# Bumped whenever a change alters simulated counts; cached simulation results carry it.
+SIM_VERSION = 2
 
 
 def _key_mult(sets: int) -> int:

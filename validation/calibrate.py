@@ -302,8 +302,9 @@ def _cache_key(layer, gpu, kernel) -> str:
     layer_dict = layer.as_dict()
     layer_dict.pop("name", None)
     gpu_dict = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(gpu).items()}
+    from simcore.hierarchy import SIM_VERSION
     text = json.dumps({"layer": layer_dict, "gpu": gpu_dict, "kernel": kernel.as_dict(),
-                       "version": package_version()}, sort_keys=True)
+                       "version": package_version(), "sim_version": SIM_VERSION}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -97,6 +97,9 @@ def create_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=parse_positive_int, default=1, metavar="N",
                         help="simulate N layers at once in N processes, one numba thread each "
                              "(default: 1 process using all numba threads)")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="reuse simulation results stored in DIR (shared with validation.calibrate "
+                             "--cache-dir; keyed by layer shape, GPU, kernel and simulator version)")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar and no per-layer tables (totals and error summary only)")
     return parser
@@ -134,6 +137,10 @@ def check_arguments(args) -> None:
     args.kernel = kernel_from_args(args)
     check_kernel_fits(args.kernel, args.gpu_obj, layers)
     args.factors_obj = load_factors(args.factors) if args.factors else None
+    cache_dir = getattr(args, "cache_dir", None)
+    args.cache_dir = cache_dir
+    if cache_dir and not os.path.isdir(cache_dir):
+        raise CLIError(f"--cache-dir {cache_dir}: not a directory")
     for option in ("json", "h5", "plot"):
         if getattr(args, option):
             check_output_path(f"--{option}", getattr(args, option))
@@ -153,10 +160,19 @@ def _progress(total, quiet):
                 disable=True if quiet else None, dynamic_ncols=True)
 
 
-def _timed_simulate(layer, gpu, kernel, jobs=None):
-    """Worker: ``(simulate_layer(...), seconds)``; looks ``simulate_layer`` up in this module."""
+def _timed_simulate(layer, gpu, kernel, jobs=None, cache_dir=None):
+    """Worker: ``(simulate_layer(...), seconds)``; looks ``simulate_layer`` up in this module.
+
+    With ``cache_dir``, a result simulated before (same layer shape, GPU, kernel, package and
+    simulator version; files shared with ``validation.calibrate --cache-dir``) is read back instead."""
+    from .calibrate import _cache_key, _read_cache, _write_cache
     start = time.perf_counter()
-    result = simulate_layer(layer, gpu, kernel, jobs=jobs)
+    key = _cache_key(layer, gpu, kernel) if cache_dir else None
+    result = _read_cache(cache_dir, key) if cache_dir else None
+    if result is None:
+        result = simulate_layer(layer, gpu, kernel, jobs=jobs)
+        if cache_dir:
+            _write_cache(cache_dir, key, {k: int(v) for k, v in result.items()})
     return result, time.perf_counter() - start
 
 
@@ -196,7 +212,8 @@ def run(args) -> int:
 
     if streaming:
         print(format_header(document(complete=True)) + "\n", flush=True)
-    tasks = [((layer, gpu, kernel), {"jobs": None if args.jobs == 1 else 1}) for layer in layers]
+    tasks = [((layer, gpu, kernel), {"jobs": None if args.jobs == 1 else 1, "cache_dir": args.cache_dir})
+             for layer in layers]
     bar = _progress(len(layers), args.quiet)
     try:
         run_tasks(__name__, "_timed_simulate", tasks, jobs=args.jobs, on_done=on_done, progress=bar,
