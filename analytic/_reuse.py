@@ -72,19 +72,54 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
 
 
 @njit(cache=True)
-def miss_rows(hist, lines_a_t, other, nsa, ways, lo, hi, dscale):
-    """Rows of `hist` that miss: first touches, plus reuses whose LRU distance (d * dscale rounds of
-    lines_a_t[t] / nsa + other lines in the set) reaches the ways (linear ramp lo..hi)."""
+def miss_rows(hist, lines_a_t, other, nsa, ways, lo, hi, dscale, bfrac, extra):
+    """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
+    (linear ramp lo..hi).
+
+    Distance of a reuse at filter position t from t - d, in lines of the reused line's set:
+    A: the distinct A lines of the window, L(t-d) + sum over u in (t-d, t] of the lines at u whose
+    rows were not touched earlier in the window (nearest predecessor further back than u - (t-d),
+    from `hist`), over ``nsa`` sets (nhwc, dscale == 1; otherwise d * dscale * L(t));
+    B (``other``: B lines per round in the set): min(d, d * bfrac + 1) rounds' worth (filter rows of
+    consecutive filter positions share lines when C * elem < 128 B; bfrac = C * elem / 128 / lines
+    per filter row and round), plus ``extra`` lines (a co-resident CTA with the same filters that
+    steps before this one in the round brings round t's filter lines into the window)."""
     RS = hist.shape[0]
     total = 0.0
+    union = dscale == 1.0
+    # cum[u, j]: rows at u whose nearest predecessor is at most j positions back (j >= 1)
+    cum = np.zeros((RS, RS), np.float64)
+    rows = np.zeros(RS, np.float64)
+    for u in range(RS):
+        acc = 0.0
+        for j in range(RS):
+            rows[u] += hist[u, j]
+        for j in range(1, RS):
+            acc += hist[u, j]
+            cum[u, j] = acc
+    # diag[a, j]: sum over i = 1..j of the new lines at a + i relative to the window starting at a
+    diag = np.zeros((RS, RS), np.float64)
+    if union:
+        for a in range(RS):
+            acc = 0.0
+            for j in range(1, RS - a):
+                u = a + j
+                if rows[u] > 0:
+                    acc += lines_a_t[u] * (rows[u] - cum[u, j]) / rows[u]
+                diag[a, j] = acc
     for t in range(RS):
         total += hist[t, 0]
-        x1 = (lines_a_t[t] / nsa + other) / ways
         for d in range(1, t + 1):
             hv = hist[t, d]
             if hv == 0.0:
                 continue
-            x = d * dscale * x1
+            bd = d * bfrac + 1.0
+            if bd > d:
+                bd = d
+            if union:
+                x = ((lines_a_t[t - d] + diag[t - d, d - 1]) / nsa + bd * other + extra) / ways
+            else:
+                x = (d * dscale * (lines_a_t[t] / nsa + other) + extra) / ways
             if x <= lo:
                 continue
             if x >= hi:
@@ -104,11 +139,24 @@ def _ramp(x, lo, hi):
 
 
 @njit(cache=True)
+def _binom_w(n, j, p):
+    """P[X = j], X ~ Binomial(n, p) (n small)."""
+    c = 1.0
+    for i in range(j):
+        c = c * (n - i) / (i + 1)
+    return c * p ** j * (1.0 - p) ** (n - j)
+
+
+@njit(cache=True)
 def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps, lpr_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, p_m, p_n, p_mw, p_nw, f_wave, share_blk,
-               reuse_b1, lpm_a, b_row_lines, ns_life):
+               reuse_b1, lpm_a, b_row_lines, ns_life, bfrac):
     """L1 model over co-residency classes (k CTAs per SM, weight) and tile classes (rows, weight):
-    returns (fraction of A row accesses that miss, fraction of B lookups that hit)."""
+    returns (fraction of A row accesses that miss, fraction of B lookups that hit).
+
+    The number of distinct A (B) tiles among the k co-resident CTAs is 1 + X with X binomial
+    (k - 1, 1 - p_m) (resp. 1 - p_n): the LRU cliff is evaluated for each outcome and the results
+    mixed (a cliff of the mean distance is not the mean of the cliffs)."""
     rows_total = rows_t.sum()
     RS = R * S
     miss_frac_a = 0.0
@@ -116,53 +164,92 @@ def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps,
     lat = np.empty(rows_t.shape[0], np.float64)
     for ci in range(classes.shape[0]):
         k = classes[ci, 0]
+        kk = int(k + 0.5) - 1
         wgt = classes[ci, 1] / ctas
-        na = 1.0 + (k - 1) * (1.0 - p_m)
-        nb = 1.0 + (k - 1) * (1.0 - p_n)
-        ma = 0.0
-        hb_acc = 0.0
-        for mi in range(mcls.shape[0]):
-            T = mcls[mi, 0]
-            wm = mcls[mi, 1]
-            for ni in range(ncls.shape[0]):
-                Kt = ncls[ni, 0]
-                wn = ncls[ni, 1]
-                lines_b = Kt * lpr_b
-                other = nb * lines_b / nmax
-                for t in range(rows_t.shape[0]):
-                    lat[t] = rows_t[t] * (T / M) * lpr_a * na
-                ma_t = 0.0
-                if rows_total > 0:
-                    ma_t = miss_rows(hist, lat, other, nsa, ways, lo, hi, dscale) / rows_total
-                    ma += wm * wn * ma_t
-                lines_a = rows_total / RS * (T / M) * lpr_a
-                d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
-                hb = reuse_b1 * _ramp(d_b, lo, hi)
+        ma_cls = 0.0
+        hb_cls = 0.0
+        for ja in range(kk + 1):
+            if p_m >= 1.0:
+                if ja > 0:
+                    break
+                wa = 1.0
+            elif p_m <= 0.0:
+                if ja < kk:
+                    continue
+                wa = 1.0
+            else:
+                wa = _binom_w(kk, ja, 1.0 - p_m)
+            na = 1.0 + ja
+            for jb in range(kk + 1):
+                if p_n >= 1.0:
+                    if jb > 0:
+                        break
+                    wb = 1.0
+                elif p_n <= 0.0:
+                    if jb < kk:
+                        continue
+                    wb = 1.0
+                else:
+                    wb = _binom_w(kk, jb, 1.0 - p_n)
+                nb = 1.0 + jb
+                # co-resident partners sharing this CTA's filters (tile) and rows (tile)
+                q_n = (kk - jb) / kk if kk > 0 else 0.0
+                q_m = (kk - ja) / kk if kk > 0 else 0.0
+                ma = 0.0
+                hb_acc = 0.0
+                for mi in range(mcls.shape[0]):
+                    T = mcls[mi, 0]
+                    wm = mcls[mi, 1]
+                    for ni in range(ncls.shape[0]):
+                        Kt = ncls[ni, 0]
+                        wn = ncls[ni, 1]
+                        lines_b = Kt * lpr_b
+                        other = nb * lines_b / nmax
+                        for t in range(rows_t.shape[0]):
+                            lat[t] = rows_t[t] * (T / M) * lpr_a * na
+                        ma_t = 0.0
+                        if rows_total > 0:
+                            # sharers of this CTA's filters: one of them steps before it in the
+                            # round with probability s / (s + 1)
+                            s_n = kk - jb
+                            ps = s_n / (s_n + 1.0)
+                            ma_t = (1.0 - ps) * miss_rows(hist, lat, other, nsa, ways, lo, hi, dscale, bfrac, 0.0)
+                            if ps > 0:
+                                ma_t += ps * miss_rows(hist, lat, other, nsa, ways, lo, hi, dscale, bfrac,
+                                                       lines_b / nmax)
+                            ma_t /= rows_total
+                            ma += wm * wn * ma_t
+                        lines_a = rows_total / RS * (T / M) * lpr_a
+                        d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
+                        hb = reuse_b1 * _ramp(d_b, lo, hi)
+                        if share_blk > 0:
+                            hb += (1.0 - hb) * share_blk * _ramp(RS * d_b, lo, hi)
+                        if k > 1:
+                            d_cta_b = (lines_b / nsb + lines_a / nmax) / ways
+                            hb += (1.0 - hb) * (k - 1) / k * q_n * _ramp(d_cta_b, lo, hi)
+                        # the previous wave's CTA on this SM used the same filters: distance one
+                        # CTA lifetime (distinct lines: A misses, the CTA's whole filter slice)
+                        a_life = k * ma_t * rows_total * (T / M) * lpm_a
+                        b_life = nb * min(ksteps * lines_b, Kt * b_row_lines)
+                        life = (a_life + b_life) / ns_life / ways
+                        hb += (1.0 - hb) * f_wave * p_nw * _ramp(life, lo, hi)
+                        hb_acc += wm * wn * hb
+                lines_a = rows_total / RS * (tm / M) * lpr_a
                 if share_blk > 0:
-                    hb += (1.0 - hb) * share_blk * _ramp(RS * d_b, lo, hi)
+                    ma *= 1.0 - share_blk * _ramp(RS * (lines_a * na / nsa + nb * tn * lpr_b / nmax) / ways,
+                                                  lo, hi)
                 if k > 1:
-                    d_cta_b = (lines_b / nsb + lines_a / nmax) / ways
-                    hb += (1.0 - hb) * (k - 1) / k * p_n * _ramp(d_cta_b, lo, hi)
-                # the previous wave's CTA on this SM used the same filters: distance one CTA lifetime
-                # distinct lines of one lifetime: A misses, the CTA's whole filter slice
-                a_life = k * ma_t * rows_total * (T / M) * lpm_a
-                b_life = nb * min(ksteps * lines_b, Kt * b_row_lines)
-                life = (a_life + b_life) / ns_life / ways
-                hb += (1.0 - hb) * f_wave * p_nw * _ramp(life, lo, hi)
-                hb_acc += wm * wn * hb
-        lines_a = rows_total / RS * (tm / M) * lpr_a
-        if share_blk > 0:
-            ma *= 1.0 - share_blk * _ramp(RS * (lines_a * na / nsa + nb * tn * lpr_b / nmax) / ways, lo, hi)
-        if k > 1:
-            d_cta_a = (lines_a / nsa + tn * lpr_b / nmax) / ways
-            ma *= 1.0 - (k - 1) / k * p_m * _ramp(d_cta_a, lo, hi)
-        if p_mw > 0:
-            a_life = k * ma * rows_total * (tm / M) * lpm_a
-            b_life = nb * min(ksteps * tn * lpr_b, tn * b_row_lines)
-            life = (a_life + b_life) / ns_life / ways
-            ma *= 1.0 - f_wave * p_mw * _ramp(life, lo, hi)
-        miss_frac_a += wgt * ma
-        hit_b += wgt * hb_acc
+                    d_cta_a = (lines_a / nsa + tn * lpr_b / nmax) / ways
+                    ma *= 1.0 - (k - 1) / k * q_m * _ramp(d_cta_a, lo, hi)
+                if p_mw > 0:
+                    a_life = k * ma * rows_total * (tm / M) * lpm_a
+                    b_life = nb * min(ksteps * tn * lpr_b, tn * b_row_lines)
+                    life = (a_life + b_life) / ns_life / ways
+                    ma *= 1.0 - f_wave * p_mw * _ramp(life, lo, hi)
+                ma_cls += wa * wb * ma
+                hb_cls += wa * wb * hb_acc
+        miss_frac_a += wgt * ma_cls
+        hit_b += wgt * hb_cls
     return miss_frac_a, hit_b
 
 

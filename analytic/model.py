@@ -220,12 +220,14 @@ def _predict(layer, gpu, kernel, f, machine):
                       _nsets((row_b,) + ((LINE,) if row_b > LINE else ()), sets, LINE))
     else:
         ns_life = sets
+    # B lines of consecutive filter positions (one channel block) per filter and round, relative
+    bfrac = C * eb / LINE / lpr_b if nhwc else 1e9
     miss_frac_a, hit_b = l1_classes(
         hist, rows_t, np.array(classes, np.float64), np.array(mcls, np.float64),
         np.array(ncls, np.float64), float(ctas), float(M), R, S, float(tm), float(tn), float(ksteps),
         lpr_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways), lo, hi, dscale,
         p_m, p_n, p_mw, p_nw, f_wave, share_blk, reuse_b1,
-        lpm_a, row_b / LINE, float(ns_life))
+        lpm_a, row_b / LINE, float(ns_life), bfrac)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
     l1_hit_b = sec_b * min(1.0, hit_b)

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 import numba
 
-from .stream import _Generator, plan_stream
+from .stream import _Generator, plan_stream, tensor_bases
 
 __all__ = ["simulate_layer"]
 
@@ -44,13 +44,17 @@ def simulate_layer(layer, gpu, kernel, *, jobs=None, max_sectors: int = _CHUNK_S
     thread, chunk by chunk (a producer thread beside Numba's workers only oversubscribes the cores).
     ``max_sectors``: stream chunk size (memory is O(chunk), whatever the layer's size).
     """
-    from simcore.hierarchy import Hierarchy
+    from simcore.hierarchy import _MAX_ADDRESS, Hierarchy
 
     jobs = _check_jobs(jobs)
     if isinstance(max_sectors, bool) or not isinstance(max_sectors, numbers.Integral) or max_sectors <= 0:
         raise ValueError(f"max_sectors must be a positive integer, got {max_sectors!r}")
     plan = plan_stream(layer, gpu, kernel)          # validates layer, gpu, kernel first
     hierarchy = Hierarchy.for_gpu(gpu, kernel.l1_config(gpu))
+    end = tensor_bases(layer, kernel)[2] + layer.n * layer.k * layer.p * layer.q * kernel.elem_bytes
+    if end >= _MAX_ADDRESS:                         # the one check of feed's that depends on the layer
+        raise ValueError(f"layer {layer.name or layer!r} needs {end} bytes of tensors, above the "
+                         f"simulator's address limit 2**47")
     gen = _Generator(plan, max_sectors)
     bufs = gen.new_buffers()
     with _numba_threads(jobs):
@@ -58,5 +62,8 @@ def simulate_layer(layer, gpu, kernel, *, jobs=None, max_sectors: int = _CHUNK_S
             chunk = gen.fill(bufs)
             if chunk is None:
                 break
-            hierarchy.feed(chunk.sm, chunk.operand, chunk.is_store, chunk.first, chunk.count, chunk.sectors)
+            # trusted path: the generator's arrays have the hierarchy's dtypes and valid values
+            # (addresses bounded above), so the per-chunk numpy checks of ``feed`` are skipped
+            hierarchy._feed_unchecked(chunk.sm, chunk.operand, chunk.is_store, chunk.first, chunk.count,
+                                      chunk.sectors)
     return hierarchy.metrics()
