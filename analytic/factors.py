@@ -48,8 +48,8 @@ class ReuseFactors:
         Default 0.985.
     """
 
-    l1_hit_lo: float = 0.97
-    l1_hit_hi: float = 1.03
+    l1_hit_lo: float = 1.0
+    l1_hit_hi: float = 1.06
     l1_tile_edge: float = 1.0
     l2_capacity: float = 0.97
     l2_cliff_width: float = 0.04

@@ -1,0 +1,159 @@
+"""The accuracy table of DESIGN section 8: model vs simulation over networks x GPUs x batch sizes.
+
+    python -m validation.accuracy vgg16 resnet50 alexnet googlenet --gpu v100 a100 h100 --batch 1 32 \\
+        --cache-dir .simcache --markdown accuracy.md
+
+For every (network, GPU, batch) group and every metric: the mean and worst absolute relative error
+|pred - sim| / sim over the group's conv layers, and whether DESIGN section 8's target holds:
+
+* L1 load requests and sectors: exact (error 0) on every layer whose C x element size is a multiple of
+  a 32-byte sector (nhwc), within 1 % on the others;
+* L2 read sectors: mean <= 5 %, worst <= 15 %;
+* DRAM read sectors: mean <= 10 %, worst <= 25 %.
+
+DRAM write sectors are reported without a target (layers whose simulated count is 0, because their
+output is still dirty in L2 at the end, are left out of the mean). Simulations are shared with
+``validation.compare`` / ``validation.calibrate`` through ``--cache-dir``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from simcore import metrics as M
+
+from .calibrate import _cases, simulate_cases
+from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_output_path,
+                     cli_main, kernel_from_args, parse_positive_int, resolve_gpu, versions)
+
+__all__ = ["TARGETS", "create_parser", "check_arguments", "run", "main", "accuracy_rows"]
+
+#: metric label -> (key, target mean, target worst); None: exact-or-1% rule / no target.
+TARGETS = {
+    "L1 ld requests": (M.L1_LD_REQUESTS, None, None),
+    "L1 ld sectors": (M.L1_LD_SECTORS, None, None),
+    "L2 rd sectors": (M.L2_RD_SECTORS, 0.05, 0.15),
+    "DRAM rd sectors": (M.DRAM_RD_SECTORS, 0.10, 0.25),
+    "DRAM wr sectors": (M.DRAM_WR_SECTORS, None, None),
+}
+L1_LABELS = ("L1 ld requests", "L1 ld sectors")
+
+
+def _exact_l1(layer, kernel) -> bool:
+    return kernel.layout == "nhwc" and (layer.c * kernel.elem_bytes) % 32 == 0
+
+
+def accuracy_rows(cases, simulated, predicted, kernel) -> list:
+    """One row per (network, GPU, batch) group: errors per metric and whether targets hold."""
+    groups = {}
+    for (label, layer, gpu), sim, pred in zip(cases, simulated, predicted):
+        network = label.split("/")[0]
+        groups.setdefault((network, gpu.name, layer.n), []).append((layer, sim, pred))
+    rows = []
+    for (network, gpu_name, batch), items in groups.items():
+        row = {"network": network, "gpu": gpu_name, "batch": batch, "layers": len(items), "metrics": {}}
+        for name, (key, mean_target, worst_target) in TARGETS.items():
+            errors, l1_ok = [], True
+            for layer, sim, pred in items:
+                s, p = float(sim[key]), float(pred[key])
+                if s == 0:
+                    continue
+                err = abs(p - s) / s
+                errors.append(err)
+                if name in L1_LABELS:
+                    l1_ok &= (round(p) == s) if _exact_l1(layer, kernel) else err <= 0.01
+            mean = float(np.mean(errors)) if errors else None
+            worst = float(np.max(errors)) if errors else None
+            if name in L1_LABELS:
+                ok = l1_ok
+            elif mean_target is None:
+                ok = None
+            else:
+                ok = mean is not None and mean <= mean_target and worst <= worst_target
+            row["metrics"][name] = {"mean": mean, "worst": worst, "ok": ok, "layers": len(errors)}
+        rows.append(row)
+    return rows
+
+
+def _pct(x):
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def markdown_table(rows) -> str:
+    head = "| network | GPU | batch | " + " | ".join(f"{n} mean / worst" for n in TARGETS) + " |"
+    lines = [head, "|" + " --- |" * (3 + len(TARGETS))]
+    for row in rows:
+        cells = []
+        for name in TARGETS:
+            m = row["metrics"][name]
+            mark = "" if m["ok"] is None else (" ✓" if m["ok"] else " ✗")
+            cells.append(f"{_pct(m['mean'])} / {_pct(m['worst'])}{mark}")
+        lines.append(f"| {row['network']} | {row['gpu']} | {row['batch']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def create_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m validation.accuracy",
+        description="Model vs simulation error per network, GPU and batch size, against DESIGN section 8's "
+                    "targets (L1 exact, L2 reads <= 5%% mean / 15%% worst, DRAM reads <= 10%% / 25%%).")
+    parser.add_argument("networks", nargs="+", metavar="NETWORK", help="networks or layer JSON files")
+    parser.add_argument("--gpu", nargs="+", default=["v100", "a100", "h100"], metavar="GPU")
+    parser.add_argument("--batch", nargs="+", type=parse_positive_int, default=[1, 32], metavar="N")
+    add_kernel_arguments(parser)
+    parser.add_argument("--factors", metavar="FILE", help="reuse factors file (default: the model's defaults)")
+    parser.add_argument("--cache-dir", metavar="DIR", help="simulation cache shared with compare/calibrate")
+    parser.add_argument("--jobs", type=parse_positive_int, default=1, metavar="N",
+                        help="simulate N layers at once in N processes")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def check_arguments(args) -> None:
+    import os
+
+    from analytic import ReuseFactors
+    args.kernel = kernel_from_args(args)
+    args.gpus = [resolve_gpu(name) for name in args.gpu]
+    args.cases = _cases(args.networks, args.gpus, args.batch, args.kernel)
+    args.factors_obj = ReuseFactors.load(args.factors) if args.factors else None
+    if args.cache_dir and not os.path.isdir(args.cache_dir):
+        raise CLIError(f"--cache-dir {args.cache_dir}: not a directory")
+    for option in ("markdown", "json"):
+        if getattr(args, option):
+            check_output_path(f"--{option}", getattr(args, option))
+
+
+def run(args) -> int:
+    from analytic import predict_layer
+    simulated = simulate_cases(args.cases, args.kernel, jobs=args.jobs, cache_dir=args.cache_dir,
+                               quiet=args.quiet)
+    predicted = [predict_layer(layer, gpu, args.kernel, args.factors_obj) for _, layer, gpu in args.cases]
+    rows = accuracy_rows(args.cases, simulated, predicted, args.kernel)
+    table = markdown_table(rows)
+    sys.stdout.write(table)
+    if args.markdown:
+        def write_md(tmp):
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(table)
+        atomic_write(args.markdown, write_md)
+    if args.json:
+        def write_json(tmp):
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump({"format": "deltasim-accuracy", "version": 1, "versions": versions(),
+                           "kernel": args.kernel.as_dict(), "factors": args.factors, "rows": rows}, fh, indent=1)
+        atomic_write(args.json, write_json)
+    return 0
+
+
+def main(argv=None) -> int:
+    return cli_main(create_parser, check_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
