@@ -72,24 +72,14 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
 
 
 @njit(cache=True)
-def miss_rows(hist, lines_a_t, other, nsa, ways, lo, hi, dscale, bfrac, extra):
-    """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
-    (linear ramp lo..hi).
-
-    Distance of a reuse at filter position t from t - d, in lines of the reused line's set:
-    A: the distinct A lines of the window, L(t-d) + sum over u in (t-d, t] of the lines at u whose
-    rows were not touched earlier in the window (nearest predecessor further back than u - (t-d),
-    from `hist`), over ``nsa`` sets (nhwc, dscale == 1; otherwise d * dscale * L(t));
-    B (``other``: B lines per round in the set): min(d, d * bfrac + 1) rounds' worth (filter rows of
-    consecutive filter positions share lines when C * elem < 128 B; bfrac = C * elem / 128 / lines
-    per filter row and round), plus ``extra`` lines (a co-resident CTA with the same filters that
-    steps before this one in the round brings round t's filter lines into the window)."""
+def window_rows(hist):
+    """win[t, d]: distinct A rows (in row-access units of one filter position) of the LRU window of
+    a reuse at position t from t - d: rows(t - d) + the rows each later position u < t adds
+    (those whose nearest predecessor is further back than u - (t - d)). O((R*S)^2) via prefix sums
+    along diagonals of the cumulative histogram."""
     RS = hist.shape[0]
-    total = 0.0
-    union = dscale == 1.0
-    # cum[u, j]: rows at u whose nearest predecessor is at most j positions back (j >= 1)
-    cum = np.zeros((RS, RS), np.float64)
     rows = np.zeros(RS, np.float64)
+    cum = np.zeros((RS, RS), np.float64)
     for u in range(RS):
         acc = 0.0
         for j in range(RS):
@@ -97,16 +87,43 @@ def miss_rows(hist, lines_a_t, other, nsa, ways, lo, hi, dscale, bfrac, extra):
         for j in range(1, RS):
             acc += hist[u, j]
             cum[u, j] = acc
-    # diag[a, j]: sum over i = 1..j of the new lines at a + i relative to the window starting at a
     diag = np.zeros((RS, RS), np.float64)
-    if union:
-        for a in range(RS):
-            acc = 0.0
-            for j in range(1, RS - a):
-                u = a + j
-                if rows[u] > 0:
-                    acc += lines_a_t[u] * (rows[u] - cum[u, j]) / rows[u]
-                diag[a, j] = acc
+    for a in range(RS):
+        acc = 0.0
+        for j in range(1, RS - a):
+            u = a + j
+            acc += rows[u] - cum[u, j]
+            diag[a, j] = acc
+    win = np.zeros((RS, RS), np.float64)
+    for t in range(RS):
+        for d in range(1, t + 1):
+            win[t, d] = rows[t - d] + diag[t - d, d - 1]
+    return win
+
+
+@njit(cache=True)
+def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, bfrac, extra,
+              l2a, l2b, l2w):
+    """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
+    (linear ramp lo..hi).
+
+    Distance of a reuse at filter position t from t - d, in lines of the reused line's set:
+    A: the distinct A lines of the window, scale_a * win[t, d] (`window_rows`; scale_a = A lines
+    per row access of the co-resident CTAs), over ``nsa`` sets (nhwc, dscale == 1; otherwise
+    d * dscale * lines_a_t[t]); B (``other``: B lines per round in the set): min(d, d * bfrac + 1)
+    rounds' worth (filter rows of consecutive filter positions share lines when C * elem < 128 B;
+    bfrac = C * elem / 128 / lines per filter row and round), plus ``extra`` lines (a co-resident
+    CTA with the same filters that steps before this one in the round brings round t's filter
+    lines into the window).
+
+    Also returns the rows whose reuse misses L1 *and* L2 (nhwc): in lockstep every CTA of the
+    wave touches its own window's lines in the meantime, L2 distance / capacity =
+    l2a * (A lines of the window) + l2b * d (B lines per round of the wave), in lines (L2 LRU is
+    per line: an A access fills one sector of a line); miss probability logistic of width l2w."""
+    RS = hist.shape[0]
+    total = 0.0
+    total2 = 0.0
+    union = dscale == 1.0
     for t in range(RS):
         total += hist[t, 0]
         for d in range(1, t + 1):
@@ -117,16 +134,25 @@ def miss_rows(hist, lines_a_t, other, nsa, ways, lo, hi, dscale, bfrac, extra):
             if bd > d:
                 bd = d
             if union:
-                x = ((lines_a_t[t - d] + diag[t - d, d - 1]) / nsa + bd * other + extra) / ways
+                ua = scale_a * win[t, d]
+                x = (ua / nsa + bd * other + extra) / ways
             else:
+                ua = 0.0
                 x = (d * dscale * (lines_a_t[t] / nsa + other) + extra) / ways
             if x <= lo:
                 continue
             if x >= hi:
-                total += hv
+                pm = hv
             else:
-                total += hv * (x - lo) / (hi - lo)
-    return total
+                pm = hv * (x - lo) / (hi - lo)
+            total += pm
+            if union and l2a > 0:
+                z = (ua * l2a + d * l2b - 1.0) / l2w
+                if z > 40:
+                    total2 += pm
+                elif z > -40:
+                    total2 += pm / (1.0 + np.exp(-z))
+    return total, total2
 
 
 @njit(cache=True)
@@ -150,9 +176,10 @@ def _binom_w(n, j, p):
 @njit(cache=True)
 def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps, lpr_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, p_m, p_n, p_mw, p_nw, f_wave, share_blk,
-               reuse_b1, lpm_a, b_row_lines, ns_life, bfrac):
+               reuse_b1, lpm_a, b_row_lines, ns_life, bfrac, l2a_w, l2b, l2w):
     """L1 model over co-residency classes (k CTAs per SM, weight) and tile classes (rows, weight):
-    returns (fraction of A row accesses that miss, fraction of B lookups that hit).
+    returns (fraction of A row accesses that miss, fraction of B lookups that hit, fraction of A row
+    accesses whose within-CTA reuse misses L1 and L2).
 
     The number of distinct A (B) tiles among the k co-resident CTAs is 1 + X with X binomial
     (k - 1, 1 - p_m) (resp. 1 - p_n): the LRU cliff is evaluated for each outcome and the results
@@ -160,13 +187,18 @@ def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps,
     rows_total = rows_t.sum()
     RS = R * S
     miss_frac_a = 0.0
+    miss2_frac_a = 0.0
     hit_b = 0.0
     lat = np.empty(rows_t.shape[0], np.float64)
+    win = window_rows(hist)
     for ci in range(classes.shape[0]):
         k = classes[ci, 0]
         kk = int(k + 0.5) - 1
         wgt = classes[ci, 1] / ctas
+        f_wave = classes[ci, 2]      # CTAs of the class whose slot ran a CTA in the previous wave
+        p_n = classes[ci, 3]         # co-resident partners of the class sharing the filters
         ma_cls = 0.0
+        ma2_cls = 0.0
         hb_cls = 0.0
         for ja in range(kk + 1):
             if p_m >= 1.0:
@@ -196,6 +228,7 @@ def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps,
                 q_n = (kk - jb) / kk if kk > 0 else 0.0
                 q_m = (kk - ja) / kk if kk > 0 else 0.0
                 ma = 0.0
+                ma2 = 0.0
                 hb_acc = 0.0
                 for mi in range(mcls.shape[0]):
                     T = mcls[mi, 0]
@@ -213,12 +246,20 @@ def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps,
                             # round with probability s / (s + 1)
                             s_n = kk - jb
                             ps = s_n / (s_n + 1.0)
-                            ma_t = (1.0 - ps) * miss_rows(hist, lat, other, nsa, ways, lo, hi, dscale, bfrac, 0.0)
+                            sa = (T / M) * lpr_a * na
+                            m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
+                                               0.0, l2a_w / na, l2b, l2w)
+                            ma_t = (1.0 - ps) * m1
+                            ma2_t = (1.0 - ps) * m2
                             if ps > 0:
-                                ma_t += ps * miss_rows(hist, lat, other, nsa, ways, lo, hi, dscale, bfrac,
-                                                       lines_b / nmax)
+                                m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale,
+                                                   bfrac, lines_b / nmax, l2a_w / na, l2b, l2w)
+                                ma_t += ps * m1
+                                ma2_t += ps * m2
                             ma_t /= rows_total
+                            ma2_t /= rows_total
                             ma += wm * wn * ma_t
+                            ma2 += wm * wn * ma2_t
                         lines_a = rows_total / RS * (T / M) * lpr_a
                         d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
                         hb = reuse_b1 * _ramp(d_b, lo, hi)
@@ -235,6 +276,7 @@ def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps,
                         hb += (1.0 - hb) * f_wave * p_nw * _ramp(life, lo, hi)
                         hb_acc += wm * wn * hb
                 lines_a = rows_total / RS * (tm / M) * lpr_a
+                ma_raw = ma
                 if share_blk > 0:
                     ma *= 1.0 - share_blk * _ramp(RS * (lines_a * na / nsa + nb * tn * lpr_b / nmax) / ways,
                                                   lo, hi)
@@ -246,11 +288,15 @@ def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps,
                     b_life = nb * min(ksteps * tn * lpr_b, tn * b_row_lines)
                     life = (a_life + b_life) / ns_life / ways
                     ma *= 1.0 - f_wave * p_mw * _ramp(life, lo, hi)
+                if ma_raw > 0:
+                    ma2 *= ma / ma_raw
                 ma_cls += wa * wb * ma
+                ma2_cls += wa * wb * ma2
                 hb_cls += wa * wb * hb_acc
         miss_frac_a += wgt * ma_cls
+        miss2_frac_a += wgt * ma2_cls
         hit_b += wgt * hb_cls
-    return miss_frac_a, hit_b
+    return miss_frac_a, hit_b, miss2_frac_a
 
 
 @njit(cache=True)

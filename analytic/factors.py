@@ -27,9 +27,10 @@ class ReuseFactors:
         L1 LRU cliff, as a linear ramp of the hit probability of a reuse against its distance
         x = (distinct lines mapped to the reused line's set between the two accesses) / ways:
         hit probability 1 for x <= l1_hit_lo, 0 for x >= l1_hit_hi, linear in between.
-        Defaults 0.97 and 1.03: LRU keeps a line while fewer than ``ways`` other lines of its set
-        are touched (a sharp cliff at x = 1); the ramp absorbs the spread of distances around
-        the per-filter-position mean.
+        Defaults 1.0 and 1.06: LRU keeps a line while fewer than ``ways`` other lines of its set
+        are touched; the model's distance counts the window's distinct lines including the
+        reused one, so x = 1.0 still hits (the cliff starts at 1); the ramp absorbs the spread of
+        distances around the per-filter-position mean.
     l1_tile_edge : float
         Scale of the loss of within-CTA input reuse at tile edges: the fraction of row pairs
         (m, m + delta) that straddle a tile boundary is l1_tile_edge * |delta| / tile_m
@@ -39,7 +40,8 @@ class ReuseFactors:
         imbalance of the hash, lines partly valid). Default 0.97.
     l2_cliff_width : float
         Width of the logistic ramp of the L2 miss probability of a reuse against
-        (distance / effective capacity) around 1 (LRU's cliff, smoothed). Default 0.04.
+        (distance / effective capacity) around 1 (LRU's cliff, smoothed by the slice hash and
+        16-20-way sets). Default 0.12.
     l2_halo_miss : float
         Fraction of the input halo (rows shared by CTAs in consecutive waves) re-read from DRAM at
         each wave boundary when a wave's traffic exceeds L2. Default 1.0.
@@ -52,7 +54,7 @@ class ReuseFactors:
     l1_hit_hi: float = 1.06
     l1_tile_edge: float = 1.0
     l2_capacity: float = 0.97
-    l2_cliff_width: float = 0.04
+    l2_cliff_width: float = 0.12
     l2_halo_miss: float = 1.0
     l2_dirty_capacity: float = 0.985
 

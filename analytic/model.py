@@ -49,6 +49,23 @@ def _nsets(strides, sets, line):
     return sets // g
 
 
+def _uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC):
+    """Compulsory (distinct) input sectors read by the layer."""
+    ht = touched_1d(P, H, sh, ph, dh, R)
+    wt = touched_1d(Q, W, sw, pw, dw, S)
+    if nhwc:
+        if C * eb % SEC == 0:
+            return float(N * ht * wt * (C * eb // SEC))
+        if wt == W:
+            return float(N * ht * (W * C * eb / SEC + 1.0 - eb / SEC) if ht < H else _cdiv(N * H * W * C * eb, SEC))
+        return N * ht * wt * (C * eb + SEC - eb) / SEC
+    if wt == W and ht == H:
+        return float(_cdiv(N * C * H * W * eb, SEC))
+    if sw * eb <= SEC:
+        return N * C * ht * (((wt - 1) * sw + 1) * eb / SEC + 1.0 - eb / SEC)
+    return float(N * C * ht * wt)
+
+
 def _check(layer, gpu, kernel):
     from simcore.gpus import GPU
     if not isinstance(layer, ConvLayer):
@@ -124,11 +141,11 @@ def _predict(layer, gpu, kernel, f, machine):
         return max(0, min(sms, n_last - (j - 1) * sms))
     classes = []
     if full_waves:
-        classes.append((cps, full_waves * per_wave))
+        classes.append((cps, full_waves * per_wave, (full_waves - 1) / full_waves))
     for k in range(1, cps + 1):
         n_sm = ge(k) - ge(k + 1)
         if n_sm > 0:
-            classes.append((k, k * n_sm))
+            classes.append((k, k * n_sm, 1.0 if full_waves else 0.0))
     slot0 = full_waves * sms + min(n_last, sms)
     later = ctas - slot0                      # CTAs with an earlier co-resident partner
 
@@ -158,6 +175,29 @@ def _predict(layer, gpu, kernel, f, machine):
         return 0.0
 
     p_n, p_m = same_n(sms), same_m(sms)
+
+    def same_n_range(delta, lo, hi):
+        """Fraction of blocks b in [lo, hi - delta) whose tile_n equals that of b + delta."""
+        if hi - delta <= lo:
+            return same_n(delta)
+        if tiles_n == 1:
+            return 1.0
+        if wl > 1:
+            return same_n(delta)
+        keep = max(0, gx - delta)
+
+        def F(n):
+            return (n // gx) * keep + min(n % gx, keep)
+        return (F(hi - delta) - F(lo)) / (hi - delta - lo)
+
+    # partners sharing filters, per class: full waves (blocks [0, full_waves * per_wave)) and the
+    # last wave (blocks from full_waves * per_wave on)
+    for i_, cl in enumerate(classes):
+        if full_waves and i_ == 0:
+            pn_c = same_n_range(sms, 0, full_waves * per_wave)
+        else:
+            pn_c = same_n_range(sms, full_waves * per_wave, ctas)
+        classes[i_] = cl + (pn_c,)
 
     # ---- L1 working set per k-step (lines) and the sets they map to -------------------------------
     unit = C * eb if nhwc else eb                  # bytes per input column w
@@ -205,8 +245,18 @@ def _predict(layer, gpu, kernel, f, machine):
     else:
         reuse_b1 = 0.0
     # previous wave's CTA on the same SM and slot (blocks b and b + per_wave)
-    p_nw, p_mw = same_n(per_wave), same_m(per_wave)
-    f_wave = max(0, ctas - per_wave) / ctas
+    p_mw = same_m(per_wave)
+    # the previous wave's CTAs on the same SM (any slot j; this CTA in slot s): blocks b - delta,
+    # delta = per_wave + (s - j) * SMs; the filters survive if any of them had the same tile_n
+    p_nw = 0.0
+    for s_ in range(cps):
+        keep_n = 1.0
+        for j_ in range(cps):
+            delta = per_wave + (s_ - j_) * sms
+            if delta > 0:
+                keep_n *= 1.0 - same_n(delta)
+        p_nw += (1.0 - keep_n) / cps
+    f_wave = max(0, ctas - per_wave) / ctas   # (per class: classes[:, 2])
     # distinct lines per missed row over a CTA lifetime, and the sets a lifetime's lines reach
     if dense:
         lpm_a = sw * unit / LINE
@@ -222,34 +272,30 @@ def _predict(layer, gpu, kernel, f, machine):
         ns_life = sets
     # B lines of consecutive filter positions (one channel block) per filter and round, relative
     bfrac = C * eb / LINE / lpr_b if nhwc else 1e9
-    miss_frac_a, hit_b = l1_classes(
+    # L2 distance of within-CTA reuses that miss L1, per line of L2 capacity: the wave's distinct A
+    # tiles (lines_a_t counts one CTA's A lines times na) and its B lines per round
+    cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
+    wave_ctas = min(ctas, per_wave)
+    if nhwc:
+        l2a_w = min(float(tiles_m), wave_ctas) / cap_lines
+        l2b = min(float(tiles_n), wave_ctas / tiles_m + 1.0) * tn * lpr_b / cap_lines
+    else:
+        l2a_w = 0.0
+        l2b = 0.0
+    miss_frac_a, hit_b, miss2_frac_a = l1_classes(
         hist, rows_t, np.array(classes, np.float64), np.array(mcls, np.float64),
         np.array(ncls, np.float64), float(ctas), float(M), R, S, float(tm), float(tn), float(ksteps),
         lpr_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways), lo, hi, dscale,
         p_m, p_n, p_mw, p_nw, f_wave, share_blk, reuse_b1,
-        lpm_a, row_b / LINE, float(ns_life), bfrac)
+        lpm_a, row_b / LINE, float(ns_life), bfrac, l2a_w, l2b, f.l2_cliff_width)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
     l1_hit_b = sec_b * min(1.0, hit_b)
     miss_b = sec_b - l1_hit_b
 
     # ---- compulsory (unique) sectors of each tensor ----------------------------------------------
-    ht = touched_1d(P, H, sh, ph, dh, R)
+    uniq_a = _uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC)
     wt = touched_1d(Q, W, sw, pw, dw, S)
-    if nhwc:
-        if C * eb % SEC == 0:
-            uniq_a = N * ht * wt * (C * eb // SEC)
-        elif wt == W:
-            uniq_a = N * ht * (W * C * eb / SEC + 1.0 - eb / SEC) if ht < H else _cdiv(N * H * W * C * eb, SEC)
-        else:
-            uniq_a = N * ht * wt * (C * eb + SEC - eb) / SEC
-    else:
-        if wt == W and ht == H:
-            uniq_a = _cdiv(N * C * H * W * eb, SEC)
-        elif sw * eb <= SEC:
-            uniq_a = N * C * ht * (((wt - 1) * sw + 1) * eb / SEC + 1.0 - eb / SEC)
-        else:
-            uniq_a = N * C * ht * wt
     uniq_a = min(float(uniq_a), miss_a) if miss_a else 0.0
     uniq_b = min(float(_cdiv(K * C * R * S * eb, SEC)), miss_b)
     uniq_c = float(_cdiv(M * K * eb, SEC))
@@ -260,12 +306,25 @@ def _predict(layer, gpu, kernel, f, machine):
     y_cta = uniq_c / ctas
     a_cta = uniq_a / tiles_m
     b_slice = uniq_b / tiles_n
-    # A re-read by the next tile_n pass: blocks b and b + tiles_m (same tile_m). In the same wave
-    # they run in lockstep (L2 hit); otherwise the distance is the traffic of tiles_m CTAs.
+    # A re-read by later tile_n passes. Waves run in lockstep, so a wave fetches each tile_m it
+    # holds once (a second CTA with the same tile_m in the wave hits): fetches per wave =
+    # min(tiles_m, CTAs in the wave). Every fetch beyond the first of a tile_m is a re-read, at a
+    # distance of one wave's traffic (per_wave >= tiles_m: the tile was read in the previous wave)
+    # or of tiles_m CTAs' traffic (per_wave < tiles_m: block b - tiles_m).
     if tiles_n > 1:
-        p_same_wave = max(0.0, 1.0 - tiles_m / per_wave)
-        d_pass = tiles_m * (a_cta + y_cta) + b_slice
-        reread_a = (tiles_n - 1) * (1.0 - p_same_wave) * _l2_miss(d_pass / cap, width)
+        fetches = full_waves * min(tiles_m, per_wave) + min(tiles_m, n_last)
+        refetch = max(0, fetches - tiles_m)
+        # An A line is touched during a fraction f_line of a CTA's k-steps (nhwc: the channel
+        # blocks it holds, LINE / (C e) of them); the reads of a wave come in lockstep, so the
+        # line's last touch in the earlier CTA and its first in the later one are (1 - f_line) of
+        # the loads apart, plus all the stores in between (stores come at the CTA's end).
+        f_line = min(1.0, LINE / (C * eb)) if nhwc else 0.0
+        if per_wave >= tiles_m:
+            n_slices = min(float(tiles_n), per_wave / tiles_m + 1.0)
+            d_a = (1.0 - f_line) * (tiles_m * a_cta + n_slices * b_slice) + per_wave * y_cta
+        else:
+            d_a = (1.0 - f_line) * (tiles_m * a_cta + b_slice) + tiles_m * y_cta
+        reread_a = refetch / tiles_m * _l2_miss(d_a / cap, width)
     else:
         reread_a = 0.0
     # B re-read by each later wave of the same pass.
@@ -283,15 +342,20 @@ def _predict(layer, gpu, kernel, f, machine):
         if not nhwc:
             halo_sec *= C
         halo = (waves - 1) * halo_sec * f.l2_halo_miss * _l2_miss(d_wave / cap, width)
-    dram_a = min(miss_a, uniq_a * (1.0 + reread_a) + halo)
+    # within-CTA reuses (across filter positions) that miss L1 and L2
+    inner = miss2_frac_a * rows_total * tiles_n * spr
+    dram_a = min(miss_a, uniq_a * (1.0 + reread_a) + halo + inner)
     dram_b = min(miss_b, uniq_b * (1.0 + reread_b))
 
     # ---- stores: L2 write-back, dirty sectors left at the end (LRU stack walked back by waves) ----
     capd = gpu.l2_bytes / SEC * f.l2_dirty_capacity
     y_last = (n_last if n_last else per_wave) * y_cta
     y_full = per_wave * y_cta
-    r_last = (n_last if n_last else per_wave) * a_cta + min(uniq_b, b_slice * max(1.0, (n_last or per_wave) / max(1, tiles_m)))
-    r_full = per_wave * a_cta
+    # reads of a wave occupy L2 once per distinct tile: min(CTAs, tiles_m) A tiles, and the B slices
+    # of the tile_n rows the wave spans
+    n_lw = n_last if n_last else per_wave
+    r_last = min(n_lw, tiles_m) * a_cta + min(uniq_b, b_slice * (n_lw / max(1, tiles_m) + 1.0))
+    r_full = min(per_wave, tiles_m) * a_cta + min(uniq_b, b_slice * (per_wave / max(1, tiles_m) + 1.0))
     dirty = min(y_last, capd)
     rem = capd - y_last - r_last
     other = uniq_c - y_last

@@ -359,3 +359,20 @@ def test_cli_bad_input(module, argv, tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("error: ")
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("layer, gpu_name, key, tol", [
+    # C = 3, 11x11 stride 4: filter rows of consecutive positions share L1 lines; the LRU distance
+    # of a reuse is the window's distinct lines, not d rounds of lines
+    (ConvLayer(1, 3, 224, 224, 64, 11, 11, stride=4, pad=2, name="alexnet.conv1"), "v100",
+     M.L2_RD_SECTORS, 0.05),
+    # two co-resident CTAs sharing filters: the one stepping second sees the filters of two rounds
+    (ConvLayer(8, 128, 56, 56, 128, 3, 3, pad=1, name="vgg.conv3_1"), "h100",
+     M.L1_LD_MISSES + ":A", 0.10),
+])
+def test_l1_window_physics(layer, gpu_name, key, tol):
+    gpu = simcore.gpu(gpu_name)
+    kernel = KernelConfig()
+    sim = traces.simulate_layer(layer, gpu, kernel)
+    pred = predict_layer(layer, gpu, kernel)
+    assert abs(pred[key] - sim[key]) <= tol * sim[key], (key, pred[key], sim[key])
