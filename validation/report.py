@@ -169,7 +169,8 @@ def error_table(summary: dict) -> str:
     measured = summary.get("measured_errors") or {}
     width = max(len(label) for label, _, _ in TABLE_METRICS) + 2
     head = f"  {'metric':<{width}}{'mean |err|':>12}{'worst |err|':>13}  worst layer"
-    lines = ["relative error of the prediction vs simulation, over layers (every metric: --json)", head]
+    lines = ["relative error of the prediction vs simulation, over layers (hit rates: difference in "
+             "percentage points; every metric: --json)", head]
     lines += _stats_rows(summary.get("errors") or {}, width)
     for which in ("simulated", "predicted"):
         if measured.get(which):

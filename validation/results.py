@@ -57,7 +57,10 @@ def _numeric(value) -> bool:
 
 
 def _errors(values: dict, reference: dict) -> dict:
-    return {key: rel_error(values[key], reference[key]) for key in reference
+    """Relative error per key; for the hit rates (RATE_KEYS) the plain difference, since a relative
+    error of a hit rate near 0 says nothing (0.1 % vs 0.2 % would read as +100 %)."""
+    return {key: (float(values[key]) - float(reference[key]) if key in RATE_KEYS
+                  else rel_error(values[key], reference[key])) for key in reference
             if key in values and _numeric(reference[key]) and _numeric(values[key])}
 
 
