@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from simcore import metrics as Mx
+from traces.stream import check_types
 from traces.kernel import KernelConfig
 from traces.layer import ConvLayer
 
@@ -66,24 +67,13 @@ def _uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC):
     return float(N * C * ht * wt)
 
 
-def _check(layer, gpu, kernel):
-    from simcore.gpus import GPU
-    if not isinstance(layer, ConvLayer):
-        raise TypeError(f"layer must be a traces.ConvLayer, got {type(layer).__name__}")
-    if not isinstance(gpu, GPU):
-        raise TypeError(f"gpu must be a simcore.GPU, got {type(gpu).__name__}")
-    if not isinstance(kernel, KernelConfig):
-        raise TypeError(f"kernel must be a traces.KernelConfig, got {type(kernel).__name__}")
-    kernel.check_layer(layer)
-
-
 def predict_layer(layer, gpu, kernel=None, factors=None) -> dict:
     """Predict every metric of ``simcore.metrics`` (totals and per operand, floats) plus timing keys.
 
     ``factors``: an `analytic.ReuseFactors`, a path to its JSON file, or None (defaults).
     """
     kernel = KernelConfig() if kernel is None else kernel
-    _check(layer, gpu, kernel)
+    check_types(layer, gpu, kernel)
     f = resolve_factors(factors)
     return _predict(layer, gpu, kernel, f, _machine(gpu, kernel))
 
@@ -95,7 +85,7 @@ def predict_network(layers, gpu, kernel=None, factors=None) -> list:
     out = []
     machine = None
     for layer in layers:
-        _check(layer, gpu, kernel)
+        check_types(layer, gpu, kernel)
         if machine is None:
             machine = _machine(gpu, kernel)
         out.append(_predict(layer, gpu, kernel, f, machine))

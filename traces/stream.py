@@ -118,8 +118,8 @@ def _segments(tmap, threads: int):
     return np.array(rows, dtype=np.int64).reshape(-1, 3), np.array(starts, dtype=np.int64)
 
 
-def check_inputs(layer, gpu, kernel) -> int:
-    """Validate the arguments (clear Python errors before any compiled code); return CTAs per SM."""
+def check_types(layer, gpu, kernel) -> None:
+    """Type checks shared by the simulator and the analytic model, plus kernel.check_layer(layer)."""
     if not isinstance(layer, ConvLayer):
         raise TypeError(f"layer must be a traces.ConvLayer, got {type(layer).__name__}")
     if not isinstance(gpu, GPU):
@@ -127,6 +127,11 @@ def check_inputs(layer, gpu, kernel) -> int:
     if not isinstance(kernel, KernelConfig):
         raise TypeError(f"kernel must be a traces.KernelConfig, got {type(kernel).__name__}")
     kernel.check_layer(layer)
+
+
+def check_inputs(layer, gpu, kernel) -> int:
+    """Validate the arguments (clear Python errors before any compiled code); return CTAs per SM."""
+    check_types(layer, gpu, kernel)
     slots = kernel.resident_ctas(gpu)          # raises if the kernel does not fit the GPU
     kernel.l1_config(gpu)                      # raises if no L1 is left
     if gpu.sector_bytes & (gpu.sector_bytes - 1):
