@@ -19,7 +19,7 @@ Implementation: the state of C identical caches is one *bank*, the tuple
 ``(table, rec, sline, lru, last)`` of arrays indexed ``[cache, ...]`` (see ``_new_bank``), so that the hierarchy reuses the very same access kernel
 ``_access`` for 80 L1s or 64 L2 slices. Per cache:
 
-* an open-addressing hash table ``line -> slot`` (int32 slot numbers compared through ``sline``;
+* an open-addressing hash table ``line -> slot`` (slot numbers compared through ``sline``;
   Fibonacci hash, linear probing, backward-shift deletion, capacity the power of two >= 4x lines),
   so a lookup is O(1) whatever the associativity;
 * one record per slot ``rec[cache, slot] = (prev, next, table position, valid | dirty << 8)``: an
@@ -38,6 +38,18 @@ gets ~17 M lookups/s (DESIGN section 8). Passing the bank tuple into NRT-enabled
 deletion + insert-before-delete: 80-85 M/s. int32 table (64 KB int64 key/slot table did not fit the
 32 KB L1d): ~100 M/s. Table load factor 1/2: -10 %, 1/8: -20 % against 1/4. Branch-free outcome
 counting: -10 % (kept the branches). No fastmath (integer code).
+
+Slot numbers, table positions and LRU links are int16 where they fit (``_small_ints``: tables of at
+most 2**15 positions, i.e. caches of at most 8192 lines), int32 above. For the hierarchy's 80 L1s of
+768 lines this halves each cache's state (34 KB -> 17 KB), nearer the CPU's 32 KB L1d: on vgg16
+conv2_2 (``python benchmarks/bench_phases.py``, v100, one thread, best of 5) the L1 phase went
+22.8 -> 18.1 ns and the L2 phase 13.2 -> 8.7 ns per access. One cache alone (``simulate_trace``, its
+state always hot) is ~15 % slower with int16, so the benchmark above is no guide here. Where the L1
+time goes (perf, cpu-clock samples on conv2_2, where 99 % of L1 lookups are tag misses): waiting for
+the LRU victim's record and its table neighbourhood, last touched a whole LRU cycle (768 lookups,
+~20 KB of streamed chunk data) earlier. Tried and dropped: software prefetch (``llvm.prefetch``) of
+the next two victims' records and table positions at each eviction: no measurable change; an LRU kept
+as a per-set recency log with lazy deletion instead of linked lists: L1 phase 18 -> 25 ns.
 """
 from __future__ import annotations
 
@@ -80,14 +92,24 @@ def _geometry(config: CacheConfig):
             np.int64(64 - cap_bits), np.int64((1 << cap_bits) - 1))
 
 
+def _small_ints(config: CacheConfig):
+    """Integer type of a bank's slot numbers and table positions: int16 when they fit, else int32.
+    int16 halves the per-cache state (v100 L1, 768 lines: 34 KB -> 17 KB, now within the CPU's 32 KB
+    L1d with room for the streams); valid | dirty << 8 then sets the sign bit for an 8-sector line, so
+    readers mask with 255."""
+    cap = int(_geometry(config)[5]) + 1
+    return np.int16 if max(cap, config.lines) <= 1 << 15 else np.int32
+
+
 def _new_bank(config: CacheConfig, count: int):
     """State of ``count`` empty caches of geometry ``config``: a tuple of arrays (see module doc)."""
     lines = config.lines
     cap = int(_geometry(config)[5]) + 1
-    table = np.full((count, cap), -1, np.int32)        # slot holding the line hashed here, -1 = empty
-    rec = np.full((count, lines, 4), -1, np.int32)     # (prev, next, table position, valid | dirty << 8)
+    small = _small_ints(config)
+    table = np.full((count, cap), -1, small)           # slot holding the line hashed here, -1 = empty
+    rec = np.full((count, lines, 4), -1, small)        # (prev, next, table position, valid | dirty << 8)
     rec[:, :, 3] = 0
-    lru = np.full((count, config.sets, 3), -1, np.int32)   # (head = MRU slot, tail = LRU slot, slots used)
+    lru = np.full((count, config.sets, 3), -1, small)  # (head = MRU slot, tail = LRU slot, slots used)
     lru[:, :, 2] = 0
     sline = np.full((count, lines), -1, np.int64)      # line held by each slot
     last = np.full((count, 2), -1, np.int64)           # (last line looked up, its slot)
@@ -139,7 +161,7 @@ def _tag_miss(table, rec, sline, lru, last, c, line, bit, write, s, p, ways, hsh
         rec[_U(c), _U(slot), 2] = p
     else:
         slot = lru[_U(c), _U(s), 1]
-        evicted = rec[_U(c), _U(slot), 3] >> 8
+        evicted = (rec[_U(c), _U(slot), 3] >> 8) & 255
         old = rec[_U(c), _U(slot), 2]
         table[_U(c), _U(p)] = slot               # insert before deleting: p stays valid, no re-probe
         rec[_U(c), _U(slot), 2] = p

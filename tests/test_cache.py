@@ -53,6 +53,20 @@ def test_matches_naive_on_long_traces_with_many_evictions(seed):
     assert simulate_trace(addresses, config, writes) == naive_simulate_trace(addresses, config, writes)
 
 
+@pytest.mark.parametrize("lines, expected", [(8192, np.int16), (8193, np.int32)])
+def test_large_caches_use_wide_slot_numbers_and_still_match_naive(lines, expected):
+    # Slot numbers and table positions are int16 while the hash table (4 x lines, a power of two)
+    # has at most 2**15 positions, int32 above: both paths against the reference, 8 sectors per line
+    # so that dirty sector 7 sets the int16 sign bit.
+    from simcore.cache import _small_ints
+    config = CacheConfig(lines * 64, lines // 4 if lines % 4 == 0 else lines, 64, 8)
+    assert _small_ints(config) is expected
+    rng = np.random.default_rng(lines)
+    addresses = rng.integers(0, 3 * config.lines * 8, 30000) * 8
+    writes = rng.random(30000) < 0.3
+    assert simulate_trace(addresses, config, writes) == naive_simulate_trace(addresses, config, writes)
+
+
 # ---- hand-made cases ---------------------------------------------------------------------------
 
 def test_sector_miss_versus_tag_miss():

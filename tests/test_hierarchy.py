@@ -32,11 +32,12 @@ def make_requests(rng, n_req, sms, span_sectors, store_rate=0.2, max_count=6, se
 def hierarchies(draw):
     l1_sets = draw(st.sampled_from([1, 2, 4]))
     l1_ways = draw(st.integers(1, 4))
-    l1 = CacheConfig(l1_sets * l1_ways * 128, l1_ways, 128, 32)
+    sector = draw(st.sampled_from([32, 16]))     # 16: 8 sectors per line (dirty bit 7 is int16's sign)
+    l1 = CacheConfig(l1_sets * l1_ways * 128, l1_ways, 128, sector)
     l2_sets = draw(st.sampled_from([1, 2, 3, 4]))
     l2_ways = draw(st.integers(1, 4))
     l2_index = draw(st.sampled_from(["linear", "xor"] if l2_sets != 3 else ["linear"]))
-    l2 = CacheConfig(l2_sets * l2_ways * 128, l2_ways, 128, 32, l2_index)
+    l2 = CacheConfig(l2_sets * l2_ways * 128, l2_ways, 128, sector, l2_index)
     return dict(l1=l1, sms=draw(st.integers(1, 4)), l2_slice=l2, l2_slices=draw(st.integers(1, 5)),
                 slice_hash=draw(st.sampled_from(["linear", "xor"])))
 
@@ -52,7 +53,8 @@ def test_matches_naive_hierarchy_in_every_mode(geometry, seed, span, chunks):
         h._mode = mode
         sims.append(h)
     for _ in range(chunks):
-        chunk = make_requests(rng, int(rng.integers(0, 120)), geometry["sms"], span)
+        chunk = make_requests(rng, int(rng.integers(0, 120)), geometry["sms"], span,
+                              sector_bytes=geometry["l1"].sector_bytes)
         naive.feed(*chunk)
         for h in sims:
             h.feed(*chunk)
