@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
+
+from traces.files import atomic_write  # noqa: F401  (used by the analytic CLIs as _cli.atomic_write)
 
 
 class CliError(ValueError):
@@ -77,21 +78,6 @@ def check_output_path(path, what):
         raise CliError(f"{what}: folder {folder!r} does not exist")
     if os.path.isdir(path):
         raise CliError(f"{what}: {path!r} is a folder")
-
-
-def atomic_write(path, writer, binary=False):
-    """Call writer(tmp_path) and rename the result onto path (no partial file on failure)."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    base, ext = os.path.splitext(os.path.basename(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}-", suffix=ext or ".tmp", dir=folder)
-    os.close(fd)
-    try:
-        writer(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_json(path, doc):

@@ -391,3 +391,25 @@ def test_dump_interrupted(tmp_path, capsys, monkeypatch):
     assert "interrupted" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
     assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_atomic_write_leaves_nothing_on_error_and_keeps_the_extension(tmp_path):
+    from traces.files import atomic_write
+    target = tmp_path / "out.json"
+    seen = []
+
+    def failing(tmp):
+        seen.append(tmp)
+        with open(tmp, "w") as fh:
+            fh.write("partial")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, failing)
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+    assert seen[0].endswith(".json")             # matplotlib and h5py pick formats by extension
+    atomic_write(target, lambda tmp: open(tmp, "w").write("{}"))
+    assert target.read_text() == "{}" and [p.name for p in tmp_path.iterdir()] == ["out.json"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~mask    # as open(path, "w") would make it

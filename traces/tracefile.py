@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from typing import Iterable, Iterator
 
 import h5py
@@ -29,6 +28,7 @@ import numpy as np
 
 from simcore.gpus import GPU
 
+from .files import atomic_write
 from .kernel import KernelConfig
 from .layer import ConvLayer
 from .stream import RequestChunk
@@ -52,12 +52,6 @@ def _package_version() -> str:
         return version("deltasim")
     except Exception:  # pragma: no cover - not installed
         return "unknown"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 # ---- writing -------------------------------------------------------------------------------------
@@ -134,10 +128,7 @@ def write_trace(path, chunks: Iterable, layer: ConvLayer, kernel: KernelConfig, 
     if os.path.isdir(path):
         raise ValueError(f"{path}: is a directory")
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())
+    def write(tmp):
         with h5py.File(tmp, "w") as fh:
             attrs = fh.attrs
             attrs["format"] = FORMAT_NAME
@@ -169,13 +160,8 @@ def write_trace(path, chunks: Iterable, layer: ConvLayer, kernel: KernelConfig, 
                 n_sectors += len(packed)
             attrs["requests"] = n_requests
             attrs["sectors"] = n_sectors
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    atomic_write(path, write)
     return read_trace(path)
 
 

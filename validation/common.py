@@ -12,9 +12,10 @@ import multiprocessing
 import os
 import platform
 import sys
-import tempfile
 
 import numpy as np
+
+from traces.files import atomic_write  # noqa: F401  (re-exported for the CLIs)
 
 __all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_write", "check_output_path",
            "add_kernel_arguments", "kernel_from_args", "resolve_gpu", "run_tasks", "cli_main",
@@ -77,28 +78,6 @@ def check_output_path(option: str, path) -> str:
     if not os.access(folder, os.W_OK):
         raise CLIError(f"{option} {path}: directory {folder} is not writable")
     return path
-
-
-def atomic_write(path, writer) -> None:
-    """Call ``writer(tmp_path)`` on a temporary file in ``path``'s directory, then rename it to ``path``.
-
-    The temporary name keeps ``path``'s extension (some writers look at it). On any error the temporary
-    file is removed and ``path`` is left as it was.
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    base, ext = os.path.splitext(os.path.basename(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".tmp{ext}", dir=folder)
-    os.close(fd)
-    try:
-        writer(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # ---- kernel / GPU options ------------------------------------------------------------------------
