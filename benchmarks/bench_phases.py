@@ -33,7 +33,7 @@ _FIELDS = ("sm", "operand", "is_store", "first", "count", "sectors")
 
 
 def make_chunks(layer, g, kernel):
-    gen = _Generator(plan_stream(layer, g, kernel), 1 << 20)
+    gen = _Generator(plan_stream(layer, g, kernel), 1 << 20, lean=True)
     bufs = gen.new_buffers()
     chunks, elapsed = [], 0.0
     while True:

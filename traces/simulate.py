@@ -55,7 +55,7 @@ def simulate_layer(layer, gpu, kernel, *, jobs=None, max_sectors: int = _CHUNK_S
     if end >= _MAX_ADDRESS:                         # the one check of feed's that depends on the layer
         raise ValueError(f"layer {layer.name or layer!r} needs {end} bytes of tensors, above the "
                          f"simulator's address limit 2**47")
-    gen = _Generator(plan, max_sectors)
+    gen = _Generator(plan, max_sectors, lean=True)   # only sm, operand, is_store, first, count, sectors
     bufs = gen.new_buffers()
     with _numba_threads(jobs):
         while True:
