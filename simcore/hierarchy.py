@@ -204,18 +204,16 @@ def _bucket(keys, nkeys, starts, order):
 
 @njit(cache=True, _nrt=False)
 def _l1_sm(l1, g1, l1c, sm, starts, order, req_op, req_st, req_first, req_count, sectors, shifts,
-           slices, slice_shift, xor_hash, keys, info, hist, count):
+           slices, xor_hash, keys, hist, count):
     """SM ``sm``'s requests (bucket ``sm`` of ``order``) through its L1, in issue order.
 
-    For each of its sectors: ``keys[i]`` = the L2 slice it goes to (-1 for an L1 load hit) and
-    ``info[i]`` = (line // slices) << 8 | is_store << 5 | operand << 3 | sector (what the L2 needs).
-    Computing the slice here puts the hashing and division in the parallel phase. With ``count``
-    (serial path only: the row is shared), ``hist[0, slice]`` also counts the L2-bound sectors per
-    slice, which saves the L2 bucketing its counting pass over the chunk."""
+    ``keys[i]`` = the L2 slice sector ``i`` goes to, -1 for an L1 load hit. With ``count`` (serial
+    path only: the row is shared), ``hist[0, slice]`` also counts the L2-bound sectors per slice, which
+    saves the L2 bucketing its counting pass. Nothing else is written per sector: the L1 phase's
+    streamed bytes compete for the CPU's L1d with the SM's cache state (see the module docstring)."""
     table, rec, sline, lru, last = l1
     sets, ways, kind, sbits, hshift, hmask = g1[0], g1[1], g1[2], g1[3], g1[4], g1[5]
-    l1_line, l1_sec, l1_mask = shifts[0], shifts[1], shifts[2]
-    l2_line, l2_sec, l2_mask = shifts[3], shifts[4], shifts[5]
+    l1_line, l1_sec, l1_mask, l2_line = shifts[0], shifts[1], shifts[2], shifts[3]
     for j in range(starts[sm], starts[sm + 1]):
         r = order[j]
         op = req_op[r]
@@ -238,35 +236,42 @@ def _l1_sm(l1, g1, l1c, sm, starts, order, req_op, req_st, req_first, req_count,
                     keys[i] = -1
                     continue
                 misses += 1
-            line = a >> l2_line
-            sl = _slice_of(line, slices, xor_hash)
+            sl = _slice_of(a >> l2_line, slices, xor_hash)
             keys[i] = sl
             if count:
                 hist[0, sl] += 1
-            info[i] = ((_slice_line(line, slices, slice_shift, shifts[6]) << 8) | (store << 5) | (op << 3)
-                       | ((a >> l2_sec) & l2_mask))
         if not store:
             l1c[sm, op, 2] += n - misses
             l1c[sm, op, 3] += misses
 
 
 @njit(cache=True, _nrt=False)
-def _count_part(keys, lo, hi, hist, t):
+def _count_part(keys, req_first, req_count, r0, r1, hist, t):
+    """``hist[t, k]`` = L2-bound sectors of slice ``k`` in requests ``r0 .. r1 - 1``."""
     for k in range(hist.shape[1]):
         hist[t, k] = 0
-    for i in range(lo, hi):
-        k = keys[i]
-        if k >= 0:
-            hist[t, k] += 1
+    for r in range(r0, r1):
+        for i in range(req_first[r], req_first[r] + req_count[r]):
+            k = keys[i]
+            if k >= 0:
+                hist[t, k] += 1
 
 
 @njit(cache=True, _nrt=False)
-def _scatter_part(keys, info, lo, hi, hist, t, packed):
-    for i in range(lo, hi):
-        k = keys[i]
-        if k >= 0:
-            packed[hist[t, k]] = info[i]
-            hist[t, k] += 1
+def _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, r0, r1, hist, t, packed, shifts,
+                  slices, slice_shift):
+    """Requests ``r0 .. r1 - 1``'s L2-bound sectors, in issue order, to their slices' buckets, as
+    (key of the line within its slice) << 8 | is_store << 5 | operand << 3 | sector."""
+    l2_line, l2_sec, l2_mask, mult = shifts[3], shifts[4], shifts[5], shifts[6]
+    for r in range(r0, r1):
+        tail = (req_st[r] << 5) | (req_op[r] << 3)
+        for i in range(req_first[r], req_first[r] + req_count[r]):
+            k = keys[i]
+            if k >= 0:
+                a = sectors[i]
+                packed[hist[t, k]] = (_slice_line(a >> l2_line, slices, slice_shift, mult) << 8) | tail | (
+                    (a >> l2_sec) & l2_mask)
+                hist[t, k] += 1
 
 
 @njit(cache=True, _nrt=False)
@@ -283,34 +288,40 @@ def _offsets(hist, starts):
 
 
 @njit(cache=True, _nrt=False)
-def _l2_bucket_counted(keys, info, hist, starts, packed):
+def _l2_bucket_counted(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
+                       slices, slice_shift):
     """``_l2_bucket_serial`` when the L1 phase has already counted ``hist[0]`` (serial path)."""
     _offsets(hist, starts)
-    _scatter_part(keys, info, 0, keys.shape[0], hist, 0, packed)
+    _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, 0, req_op.shape[0], hist, 0, packed,
+                  shifts, slices, slice_shift)
 
 
 @njit(cache=True)
-def _l2_bucket_serial(keys, info, hist, starts, packed):
+def _l2_bucket_serial(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
+                      slices, slice_shift):
     """Stable bucketing of the L2-bound sectors by slice: ``packed[starts[k]:starts[k+1]]`` = slice
-    ``k``'s ``info`` values in issue order. Copying them (rather than indexing the chunk from the
-    slice loop) keeps the L2 phase's reads sequential: gathering from the whole chunk cost about
-    60 ns per L2 access in cache misses (measured, v100 geometry, 1.7 M-sector chunk)."""
-    n = keys.shape[0]
-    _count_part(keys, 0, n, hist, 0)
+    ``k``'s sectors in issue order. Copying them (rather than indexing the chunk from the slice loop)
+    keeps the L2 phase's reads sequential: gathering from the whole chunk cost about 60 ns per L2
+    access in cache misses (measured, v100 geometry, 1.7 M-sector chunk)."""
+    n = req_op.shape[0]
+    _count_part(keys, req_first, req_count, 0, n, hist, 0)
     _offsets(hist, starts)
-    _scatter_part(keys, info, 0, n, hist, 0, packed)
+    _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, 0, n, hist, 0, packed, shifts, slices,
+                  slice_shift)
 
 
 @njit(cache=True, parallel=True)
-def _l2_bucket_parallel(keys, info, hist, starts, packed):
-    """``_l2_bucket_serial`` as a parallel stable counting sort over ``hist.shape[0]`` index ranges."""
-    n = keys.shape[0]
+def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
+                        slices, slice_shift):
+    """``_l2_bucket_serial`` as a parallel stable counting sort over ``hist.shape[0]`` request ranges."""
+    n = req_op.shape[0]
     parts = hist.shape[0]
     for t in prange(parts):
-        _count_part(keys, n * t // parts, n * (t + 1) // parts, hist, t)
+        _count_part(keys, req_first, req_count, n * t // parts, n * (t + 1) // parts, hist, t)
     _offsets(hist, starts)
     for t in prange(parts):
-        _scatter_part(keys, info, n * t // parts, n * (t + 1) // parts, hist, t, packed)
+        _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, n * t // parts, n * (t + 1) // parts,
+                      hist, t, packed, shifts, slices, slice_shift)
 
 
 @njit(cache=True, _nrt=False)
@@ -323,21 +334,21 @@ def _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl):
 
 @njit(cache=True, _nrt=False)
 def _l1_phase_serial(l1, g1, l1c, sms, starts, order, req_op, req_st, req_first, req_count, sectors,
-                     shifts, slices, slice_shift, xor_hash, keys, info, hist):
+                     shifts, slices, xor_hash, keys, hist):
     """All SMs in turn; also counts the L2-bound sectors per slice into ``hist[0]``."""
     for k in range(hist.shape[1]):
         hist[0, k] = 0
     for sm in range(sms):
         _l1_sm(l1, g1, l1c, sm, starts, order, req_op, req_st, req_first, req_count, sectors, shifts,
-               slices, slice_shift, xor_hash, keys, info, hist, True)
+               slices, xor_hash, keys, hist, True)
 
 
 @njit(cache=True, parallel=True)
 def _l1_phase_parallel(l1, g1, l1c, sms, starts, order, req_op, req_st, req_first, req_count, sectors,
-                       shifts, slices, slice_shift, xor_hash, keys, info, hist):
+                       shifts, slices, xor_hash, keys, hist):
     for sm in prange(sms):
         _l1_sm(l1, g1, l1c, sm, starts, order, req_op, req_st, req_first, req_count, sectors, shifts,
-               slices, slice_shift, xor_hash, keys, info, hist, False)
+               slices, xor_hash, keys, hist, False)
 
 
 @njit(cache=True)
@@ -421,8 +432,7 @@ class Hierarchy:
         self._mode = "auto"          # tests: "issue" (one loop in issue order), "bucketed", "parallel"
         self._starts_sm = np.zeros(self.sms + 1, np.int64)
         self._starts_slice = np.zeros(self.l2_slices + 1, np.int64)
-        self._keys = np.zeros(0, np.int32)
-        self._info = np.zeros(0, np.int64)
+        self._keys = np.zeros(0, np.int16)
         self._packed = np.zeros(0, np.int64)
         self._hist = np.zeros((1, self.l2_slices), np.int64)
         self._order_req = np.zeros(0, np.int32)
@@ -477,8 +487,16 @@ class Hierarchy:
         if sectors.size and int(sectors.max()) >= _MAX_ADDRESS:
             raise ValueError(f"sectors must be below 2**47 (byte addresses), got {int(sectors.max())}")
         conv = lambda a, t: np.ascontiguousarray(a, dtype=t)  # noqa: E731  (no copy when already right)
+        req_first, req_count, sectors = conv(req_first, np.int64), conv(req_count, np.int32), conv(sectors, np.int64)
+        packed_first = np.zeros(n, np.int64)
+        np.cumsum(req_count[:-1], out=packed_first[1:])
+        if not np.array_equal(packed_first, req_first):
+            # The bucketed paths keep one L2 slice key per sector *position*: requests that share
+            # positions, or are laid out out of order, get their own copies, back to back in issue order.
+            sectors = sectors[np.repeat(req_first - packed_first, req_count) + np.arange(int(req_count.sum()))]
+            req_first = packed_first
         return (conv(req_sm, np.int32), conv(req_operand, np.uint8), conv(req_is_store, np.uint8),
-                conv(req_first, np.int64), conv(req_count, np.int32), conv(sectors, np.int64))
+                req_first, req_count, sectors)
 
     def feed(self, req_sm, req_operand, req_is_store, req_first, req_count, sectors) -> None:
         """Simulate one chunk of requests (see the module docstring for the arrays' meaning)."""
@@ -530,14 +548,13 @@ class Hierarchy:
     def _feed_bucketed(self, mode, req_sm, req_op, req_st, req_first, req_count, sectors):
         n_req, n_sec = req_sm.shape[0], sectors.shape[0]
         if self._keys.shape[0] < n_sec:                  # per-chunk buffers, reused: O(chunk) memory
-            self._keys = np.empty(n_sec, np.int32)
-            self._info = np.empty(n_sec, np.int64)
+            self._keys = np.empty(n_sec, np.int16)       # slices <= 16384; 2 bytes keep the L1 phase lean
             self._packed = np.empty(n_sec, np.int64)
         if self._order_req.shape[0] < n_req:
             self._order_req = np.empty(n_req, np.int32)
-        keys, info, packed, order_req = (self._keys[:n_sec], self._info[:n_sec], self._packed[:n_sec],
-                                         self._order_req[:n_req])
-        keys[:] = -1                      # sectors no request refers to stay out of L2
+        # only sectors some request refers to are read back (requests never share a sector: feed
+        # normalises the layout, the generator's is already disjoint), so keys needs no clearing
+        keys, packed, order_req = self._keys[:n_sec], self._packed[:n_sec], self._order_req[:n_req]
         parallel = mode == "parallel"
         parts = _BUCKET_PARTS if parallel else 1
         if self._hist.shape[0] != parts:
@@ -550,10 +567,10 @@ class Hierarchy:
         try:
             (_l1_phase_parallel if parallel else _l1_phase_serial)(
                 self._l1, self._g1, self._l1c, self.sms, self._starts_sm, order_req, req_op, req_st, req_first,
-                req_count, sectors, self._shifts, self.l2_slices, self._slice_shift, xor_hash, keys, info,
-                self._hist)
-            (_l2_bucket_parallel if parallel else _l2_bucket_counted)(keys, info, self._hist, self._starts_slice,
-                                                                      packed)
+                req_count, sectors, self._shifts, self.l2_slices, xor_hash, keys, self._hist)
+            (_l2_bucket_parallel if parallel else _l2_bucket_counted)(
+                keys, sectors, req_op, req_st, req_first, req_count, self._hist, self._starts_slice, packed,
+                self._shifts, self.l2_slices, self._slice_shift)
             (_l2_phase_parallel if parallel else _l2_phase_serial)(
                 self._l2, self._g2, self._tags, self._l2c, self.l2_slices, self._starts_slice, packed,
                 self.l2_slice.sectors_per_line)
