@@ -1,0 +1,18 @@
+"""Layouts shared by the generator's kernels and `traces.stream`: the parameter vector, the state
+vector, and two constants."""
+from __future__ import annotations
+
+import numpy as np
+
+_BIG = 1 << 40          # sentinel h/w origin of an invalid row or gk (any h = origin + offset < 0)
+_U = np.uint64          # index casts: unsigned indices skip Numba's negative-index wraparound code
+
+# ---- parameter vector layout ----------------------------------------------------------------
+(_N, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _M, _GK,
+ _TM, _TN, _TK, _THREADS, _NCHW, _EB, _V,
+ _TCA, _TSA, _IA, _TCB, _TSB, _IB,
+ _SMS, _SLOTS, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _KSTEPS, _KBLK,
+ _XB, _WB, _YB, _SSH, _STEP_REQ, _STEP_SEC, _UNI, _RPW, _ALN, _NPARAMS) = range(48)
+
+# state vector: round, phase (0: refill due), cur_sm, cur_slot, next_block, done
+_ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE = range(6)
