@@ -35,25 +35,34 @@ API
     parallel runs give identical counts.
 
 Parallel scheme: SMs' L1s are independent, and so are L2 slices. Per chunk, the L1 phase runs SMs in
-parallel (requests bucketed per SM by a stable counting sort; each SM keeps its own counters and marks
-its sectors' misses), then the L2 phase runs slices in parallel over the L2-bound sectors bucketed per
-slice (stable, so each slice sees its sectors in issue order), each slice with its own counters.
+parallel (requests bucketed per SM by a stable counting sort; each SM keeps its own counters and
+writes, per sector, the L2 slice it goes to or -1 for an L1 hit), then the L2-bound sectors are
+bucketed per slice (stable, request by request, so each slice sees its sectors in issue order; their
+L2 keys are built here), then the L2 phase runs slices in parallel, each with its own counters.
 The serial path runs the same per-SM / per-slice order on one thread: keeping one cache's state hot
 while it works is what makes it fast (a single loop in issue order, kept as the reference
 ``_feed_serial``, runs at about a third of the speed: its 80 L1 and 64 L2 states do not fit the
 CPU caches). L2-bound sectors are copied into slice order (``_l2_bucket_*``) rather than gathered:
 gathering cost ~60 ns per L2 access in cache misses.
 
-Measured (2-core development VM, shared with other jobs; v100 geometry, 1.7 M-sector conv-like
-chunk, CPU time of one thread): validation 4 ms, request bucketing 0.7 ms, L1 phase 24 ms, L2
-bucketing 3.5 ms, L2 phase 5.5 ms: ~45 M L1 sector lookups/s.
+Measured with ``python benchmarks/bench_phases.py`` (vgg16 conv2_2 b1 on v100, one thread, best of 5;
+the 2-core development VM's figures vary by +-20 % between runs), ns per L1 load sector:
 
-On real layers (vgg16 conv1_2 b1 / conv3_1 b4 on v100, one thread, load ~2.8 on 2 cores, ns per L1
-load sector): generator 8-11, validation 3-6, L1 phase 18-21, L2 bucketing 6-7, L2 phase 8-15
-(conv3_1: L1 hit rate ~3 %, so nearly every sector also goes to L2). Since then the serial L1 phase
-counts the per-slice histogram itself (``_l2_bucket_counted`` skips the counting pass: L2 bucketing
-6.6 -> ~3 ns) and ``simulate_layer`` feeds through ``_feed_unchecked`` (no validation). A table load
-factor of 1/2 instead of 1/4 for these caches made no measurable difference (tried, not kept).
+==========================================  =========  ======  =====  ========  =====
+state of the code                           generate   bucket  L1     L2 bucket  L2
+==========================================  =========  ======  =====  ========  =====
+int32 cache state, L1 phase writes 12 B     9-11       0.6     23     2-3.5     13.6
+int16 cache state (``simcore.cache``)       9-11       0.6     18     2-3       8.7
+L1 phase writes a 2-byte slice per sector   2.5-3      0.5     15-19  4.2-4.8   9.5-12
+==========================================  =========  ======  =====  ========  =====
+
+(the generator's own speed-up is in ``traces._generate``). On conv2_2 99 % of L1 lookups are tag
+misses that evict; ``perf`` (cpu-clock samples) puts most of the L1 phase on the loads of the victim's
+record and hash-table neighbourhood, last touched one LRU cycle (768 lookups) earlier: the fewer bytes
+the phase streams per sector, the more of the SM's cache state is still in the CPU's L1d then
+(writing the L2 key there as well: 4 ns more per sector). Tried and not kept: occupancy bits beside
+the hash table, so that a miss skips its table load (L1 phase 16 -> 20 ns: one more array to keep
+hot); table load factor 1/2 (16 -> 19 ns); software prefetch of the next victims (no change).
 """
 from __future__ import annotations
 

@@ -1,7 +1,13 @@
 """The compiled request-stream generator behind `traces.stream` (DESIGN section 3): `_generate` fills
 fixed-size buffers with warp-level requests and their sectors, resumably, from the scheduler state
 it keeps in small arrays (see `traces.stream`'s module docstring for what the stream is, and
-`_Generator` there for how the kernel is driven; the building blocks are in `traces._steps`)."""
+`_Generator` there for how the kernel is driven; the building blocks are in `traces._steps`).
+
+Measured (vgg16 batch 1 on v100, best of 3, 2-core development VM): about 9 ns per sector before the
+row-aligned nhwc fast path, the inline hot k-step (no per-call reference counting), per-step shared
+fields and the single buffer allocation; 2.2-2.7 ns after, 1.9-2.6 in ``lean`` mode (what
+``simulate_layer`` uses), with output identical request by request. The individual effects are noted
+where they apply."""
 from __future__ import annotations
 
 import numba
