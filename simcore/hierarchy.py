@@ -104,6 +104,11 @@ _BUCKET_PARTS = 8
 # Below this many sectors per chunk the parallel path's bucketing is not worth it.
 _PARALLEL_MIN_SECTORS = 1 << 16
 
+# Serial-or-parallel verdicts of finished probes, per (Numba threads, SMs, L2 slices): (parallel?,
+# how many more hierarchies may reuse it before one probes again, in case the machine's load changed).
+_VERDICTS: dict = {}
+_VERDICT_USES = 16
+
 
 @njit(cache=True, _nrt=False, inline="always")
 def _slice_of(line, slices, xor_hash):
@@ -546,12 +551,22 @@ class Hierarchy:
         probe = self._probe
         if probe is None:
             return self._parallel_chosen
+        key = (numba.get_num_threads(), self.sms, self.l2_slices)
+        if not probe and _VERDICTS.get(key, (None, 0))[1] > 0:
+            # another hierarchy of this shape probed recently in this process: reuse its verdict
+            # (simulate_layer makes one hierarchy per layer, and a batch-1 layer has only a few chunks)
+            verdict, uses = _VERDICTS[key]
+            _VERDICTS[key] = (verdict, uses - 1)
+            self._parallel_chosen = verdict
+            self._probe = None
+            return verdict
         if len(probe) < 4:
             return len(probe) % 2 == 1
         serial = probe[2][1]
         parallel = probe[3][1]
         self._parallel_chosen = parallel < serial
         self._probe = None
+        _VERDICTS[key] = (self._parallel_chosen, _VERDICT_USES)
         return self._parallel_chosen
 
     def _feed_bucketed(self, mode, req_sm, req_op, req_st, req_first, req_count, sectors):

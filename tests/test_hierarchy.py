@@ -349,6 +349,35 @@ def test_automatic_choice_of_path_keeps_counts_identical(conv_stream):
         assert h._probe is None               # the choice was made
 
 
+def test_a_finished_probe_is_reused_by_the_next_hierarchies(conv_stream, monkeypatch):
+    from simcore import hierarchy as H
+    monkeypatch.setattr(H, "_VERDICTS", {})
+    monkeypatch.setattr(H, "_VERDICT_USES", 2)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        if numba.get_num_threads() < 2:
+            pytest.skip("needs two Numba threads")
+        first = v100_hierarchy()
+        for _ in range(5):
+            first.feed(*conv_stream)
+        verdict = first._parallel_chosen
+        reference = v100_hierarchy()
+        reference.parallel = False
+        reference.feed(*conv_stream)
+        probes = []
+        for _ in range(3):                     # two reuse the verdict, the third probes afresh
+            h = v100_hierarchy()
+            h.feed(*conv_stream)
+            probes.append(h._probe is None)
+            assert h.metrics() == reference.metrics()
+            if h._probe is None:
+                assert h._parallel_chosen == verdict
+    finally:
+        numba.set_num_threads(before)
+    assert probes == [True, True, False]
+
+
 @pytest.mark.parametrize("slices", [80, 160, 96, 64])
 def test_no_two_lines_share_an_l2_tag(slices):
     # Every sector is read exactly once, by loads that all miss in L1 (each sector is touched once).
