@@ -31,8 +31,9 @@ API
 ``h.parallel``
     ``True`` or ``False`` force the parallel or the serial path; ``None`` (default) decides: with more
     than one Numba thread, the first large chunks (>= 64 Ki sectors) alternate between the paths, and
-    the faster one is kept (parallel loses when the machine's other cores are busy). Serial and
-    parallel runs give identical counts.
+    the faster one is kept (parallel loses when the machine's other cores are busy); the next 16
+    hierarchies of the same shape and thread count in the process reuse that verdict instead of
+    probing again. Serial and parallel runs give identical counts.
 
 Parallel scheme: SMs' L1s are independent, and so are L2 slices. Per chunk, the L1 phase runs SMs in
 parallel (requests bucketed per SM by a stable counting sort; each SM keeps its own counters and
