@@ -58,10 +58,11 @@ def replay(chunks, g, kernel, times):
         n_req, n_sec = req_sm.shape[0], sectors.shape[0]
         keys = np.empty(n_sec, np.int16)
         packed = np.empty(n_sec, np.int64)
-        order = np.empty(n_req, np.int32)
-        timed("bucket", H._bucket, req_sm, h.sms, h._starts_sm, order)
-        timed("l1", H._l1_phase_serial, h._l1, h._g1, h._l1c, h.sms, h._starts_sm, order, req_op, req_st,
-              req_first, req_count, sectors, h._shifts, h.l2_slices, xor_hash, keys, h._hist)
+        reqs = np.empty(n_req, np.int64)
+        timed("bucket", H._bucket_requests, req_sm, req_op, req_st, req_first, req_count, h.sms, h._starts_sm,
+              reqs)
+        timed("l1", H._l1_phase_serial, h._l1, h._g1, h._l1c, h.sms, h._starts_sm, reqs, sectors, h._shifts,
+              h.l2_slices, xor_hash, keys, h._hist)
         timed("l2bucket", H._l2_bucket_counted, keys, sectors, req_op, req_st, req_first, req_count, h._hist,
               h._starts_slice, packed, h._shifts, h.l2_slices, h._slice_shift)
         timed("l2", H._l2_phase_serial, h._l2, h._g2, h._tags, h._l2c, h.l2_slices, h._starts_slice, packed,

@@ -250,8 +250,8 @@ def test_memory_is_bounded_by_state_and_chunk(conv_stream):
     state_bytes = sum(a.nbytes for a in h._l1 + h._l2) + h._tags.nbytes
     feed_in_chunks(h, conv_stream, 2000)
     biggest_chunk = 2000 * 8
-    buffers = h._keys.nbytes + h._packed.nbytes + h._order_req.nbytes
-    assert buffers <= biggest_chunk * (2 + 8) + 2000 * 4
+    buffers = h._keys.nbytes + h._packed.nbytes + h._reqs.nbytes
+    assert buffers <= biggest_chunk * (2 + 8) + 2000 * 8
     assert sum(a.nbytes for a in h._l1 + h._l2) + h._tags.nbytes == state_bytes
 
 
@@ -307,6 +307,7 @@ def _good():
     (3, np.array([-1, 2], np.int64), ValueError, "req_first must be >= 0"),
     (4, np.array([2, 0], np.int32), ValueError, "req_count must be >= 1"),
     (4, np.array([[2, 1]], np.int32), ValueError, "req_count must be 1-D"),
+    (4, np.array([2, 1 << 16], np.int32), ValueError, "req_count must be < 65536"),
     (5, np.array([0, 33, 64], np.int64), ValueError, "multiples of sector_bytes=32, got 33"),
     (5, np.array([0, -32, 64], np.int64), ValueError, "sectors must be >= 0"),
     (5, np.array([0, 32, 1 << 56], np.int64), ValueError, "sectors must be below"),
