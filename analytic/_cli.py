@@ -80,6 +80,29 @@ def check_output_path(path, what):
         raise CliError(f"{what}: {path!r} is a folder")
 
 
+def check_png_output(path, what):
+    """``path`` (None: no plot) must be a writable place for a .png file."""
+    check_output_path(path, what)
+    if path is not None and not path.lower().endswith(".png"):
+        raise CliError(f"{what} must be a .png file, got {path!r}")
+
+
+def checked_layers(network, batch, kernel):
+    """The conv layers of ``network`` at ``batch``, each checked against ``kernel``."""
+    layers = network_layers(network, batch)
+    for layer in layers:
+        kernel.check_layer(layer)
+    return layers
+
+
+def write_outputs(json_path, doc, plot_path, plot_fn, data):
+    """The optional JSON document and plot of an analytic CLI (each written whole or not at all)."""
+    if json_path:
+        write_json(json_path, doc)
+    if plot_path:
+        plot_fn(data, plot_path)
+
+
 def write_json(path, doc):
     def writer(tmp):
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -13,7 +13,6 @@ import numpy as np
 from simcore import metrics as Mx
 from traces.stream import check_types
 from traces.kernel import KernelConfig
-from traces.layer import ConvLayer
 
 from ._counts import l1_counts
 from ._reuse import l1_classes, reuse_histogram, touched_1d
@@ -136,8 +135,6 @@ def _predict(layer, gpu, kernel, f, machine):
         n_sm = ge(k) - ge(k + 1)
         if n_sm > 0:
             classes.append((k, k * n_sm, 1.0 if full_waves else 0.0))
-    slot0 = full_waves * sms + min(n_last, sms)
-    later = ctas - slot0                      # CTAs with an earlier co-resident partner
 
     # co-resident partners (blocks b and b + SMs) share tile_n / tile_m?
     wl = 1 << kernel.swizzle_log
@@ -192,17 +189,11 @@ def _predict(layer, gpu, kernel, f, machine):
     # ---- L1 working set per k-step (lines) and the sets they map to -------------------------------
     unit = C * eb if nhwc else eb                  # bytes per input column w
     if nhwc:
-        rows_a = ex["valid_mrs"] / (tiles_m * R * S)           # A rows per CTA k-step
-        lines_a = rows_a * max(min(tk, C) * eb / LINE, min(1.0, sw * unit / LINE))
         nsa = _nsets((sw * unit, sh * W * unit, H * W * unit), sets, LINE)
         row_b = R * S * C * eb
     else:
-        elems = ex["valid_a_elems"] / (tiles_m * ksteps)
-        lines_a = max(1.0, elems * max(sw * eb, 1) / LINE) if elems else 0.0
         nsa = sets
         row_b = C * R * S * eb
-    rows_b = K / tiles_n
-    lines_b = rows_b * max(tk * eb / LINE, min(1.0, row_b / LINE))
     nsb = _nsets((row_b,), sets, LINE)
     nmax = max(nsa, nsb)
 

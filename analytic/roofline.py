@@ -38,14 +38,9 @@ def check_arguments(args):
     args.gpu_obj = _cli.resolve_gpu(args.gpu)
     args.kernel = _cli.resolve_kernel(args)
     args.factors_obj = _cli.resolve_factors(args.factors)
-    _cli.check_output_path(args.output, "-o/--output")
+    _cli.check_png_output(args.output, "-o/--output")
     _cli.check_output_path(args.json, "--json")
-    if args.output is not None and not args.output.lower().endswith(".png"):
-        raise _cli.CliError(f"-o/--output must be a .png file, got {args.output!r}")
-    args.layers = {b: _cli.network_layers(args.network, b) for b in args.batches}
-    for layers in args.layers.values():
-        for layer in layers:
-            args.kernel.check_layer(layer)
+    args.layers = {b: _cli.checked_layers(args.network, b, args.kernel) for b in args.batches}
 
 
 def ceilings(gpu, kernel):
@@ -129,12 +124,8 @@ def plot(data, path):
 
 def run(args) -> int:
     data = roofline_data(args)
-    if args.json:
-        doc = dict(data)
-        doc["rows"] = [{k: _cli.clean_json(v) for k, v in r.items()} for r in data["rows"]]
-        _cli.write_json(args.json, doc)
-    if args.output:
-        plot(data, args.output)
+    doc = dict(data, rows=[{k: _cli.clean_json(v) for k, v in r.items()} for r in data["rows"]])
+    _cli.write_outputs(args.json, doc, args.output, plot, data)
     print_table(data)
     return 0
 

@@ -121,12 +121,8 @@ def check_arguments(args):
             raise _cli.CliError(f"--scale {text}: kernel does not fit the scaled GPU: {err}") from None
         args.scenarios.append((text, factors, scaled))
     _cli.check_output_path(args.json, "--json")
-    _cli.check_output_path(args.plot, "--plot")
-    if args.plot is not None and not args.plot.lower().endswith(".png"):
-        raise _cli.CliError(f"--plot must be a .png file, got {args.plot!r}")
-    args.layers = _cli.network_layers(args.network, args.batches[0])
-    for layer in args.layers:
-        args.kernel.check_layer(layer)
+    _cli.check_png_output(args.plot, "--plot")
+    args.layers = _cli.checked_layers(args.network, args.batches[0], args.kernel)
 
 
 def scaling_data(args) -> dict:
@@ -188,10 +184,7 @@ def plot(data, path):
 
 def run(args) -> int:
     data = scaling_data(args)
-    if args.json:
-        _cli.write_json(args.json, data)
-    if args.plot:
-        plot(data, args.plot)
+    _cli.write_outputs(args.json, data, args.plot, plot, data)
     print_table(data)
     return 0
 

@@ -42,7 +42,7 @@ counting: -10 % (kept the branches). No fastmath (integer code).
 Slot numbers, table positions and LRU links are int16 where they fit (``_small_ints``: tables of at
 most 2**15 positions, i.e. caches of at most 8192 lines), int32 above. For the hierarchy's 80 L1s of
 768 lines this halves each cache's state (34 KB -> 17 KB), nearer the CPU's 32 KB L1d: on vgg16
-conv2_2 (``python benchmarks/bench_phases.py``, v100, one thread, best of 5) the L1 phase went
+conv2_2 (v100, one thread, best of 5, the phase timing of ``benchmarks/bench_phases.py``) the L1 phase went
 22.8 -> 18.1 ns and the L2 phase 13.2 -> 8.7 ns per access. One cache alone (``simulate_trace``, its
 state always hot) is ~15 % slower with int16, so the benchmark above is no guide here. Where the L1
 time goes (perf, cpu-clock samples on conv2_2, where 99 % of L1 lookups are tag misses): waiting for

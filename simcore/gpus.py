@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .config import CacheConfig, check_positive_int, is_power_of_two
+from .config import CacheConfig, check_positive_int
 
 KB = 1024
 MB = 1024 * 1024

@@ -47,7 +47,8 @@ CPU caches). L2-bound sectors are copied into slice order (``_l2_bucket_*``) rat
 gathering cost ~60 ns per L2 access in cache misses.
 
 Measured with ``python benchmarks/bench_phases.py`` (vgg16 conv2_2 b1 on v100, one thread, best of 5;
-the 2-core development VM's figures vary by +-20 % between runs), ns per L1 load sector:
+the 2-core development VM's figures vary by +-20 % between runs; the first two rows with the same
+phase timing in the script that became it), ns per L1 load sector:
 
 ==========================================  =========  ======  =====  ========  =====
 state of the code                           generate   bucket  L1     L2 bucket  L2
@@ -162,6 +163,14 @@ def _l2_access(l2, g, tags, counts, sl, line, sector, write, op, spl):
             counts[sl, op, 6] += 1
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _count_request(l1c, sm, op, store, n):
+    """A request of ``n`` sectors: one l1tex store or load request and its sectors."""
+    k = 4 if store else 0
+    l1c[sm, op, k] += 1
+    l1c[sm, op, k + 1] += n
+
+
 @njit(cache=True, _nrt=False)
 def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xor_hash,
                  req_sm, req_op, req_st, req_first, req_count, sectors):
@@ -175,12 +184,7 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
         store = req_st[r] != 0
         first = req_first[r]
         n = req_count[r]
-        if store:
-            l1c[sm, op, 4] += 1
-            l1c[sm, op, 5] += n
-        else:
-            l1c[sm, op, 0] += 1
-            l1c[sm, op, 1] += n
+        _count_request(l1c, sm, op, store, n)
         for i in range(first, first + n):
             a = sectors[i]
             if not store:
@@ -234,12 +238,7 @@ def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, key
         first = q >> 20
         n = (q >> 4) & 0xFFFF
         store = (q & 4) != 0
-        if store:
-            l1c[sm, op, 4] += 1
-            l1c[sm, op, 5] += n
-        else:
-            l1c[sm, op, 0] += 1
-            l1c[sm, op, 1] += n
+        _count_request(l1c, sm, op, store, n)
         misses = 0
         for i in range(first, first + n):
             a = sectors[i]
@@ -304,30 +303,21 @@ def _offsets(hist, starts):
 @njit(cache=True, _nrt=False)
 def _l2_bucket_counted(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
                        slices, slice_shift):
-    """``_l2_bucket_serial`` when the L1 phase has already counted ``hist[0]`` (serial path)."""
+    """Stable bucketing of the L2-bound sectors by slice (serial path; the L1 phase has already counted
+    ``hist[0]``): ``packed[starts[k]:starts[k+1]]`` = slice ``k``'s sectors in issue order. Copying
+    them (rather than indexing the chunk from the slice loop) keeps the L2 phase's reads sequential:
+    gathering from the whole chunk cost about 60 ns per L2 access in cache misses (measured, v100
+    geometry, 1.7 M-sector chunk)."""
     _offsets(hist, starts)
     _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, 0, req_op.shape[0], hist, 0, packed,
                   shifts, slices, slice_shift)
 
 
-@njit(cache=True)
-def _l2_bucket_serial(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
-                      slices, slice_shift):
-    """Stable bucketing of the L2-bound sectors by slice: ``packed[starts[k]:starts[k+1]]`` = slice
-    ``k``'s sectors in issue order. Copying them (rather than indexing the chunk from the slice loop)
-    keeps the L2 phase's reads sequential: gathering from the whole chunk cost about 60 ns per L2
-    access in cache misses (measured, v100 geometry, 1.7 M-sector chunk)."""
-    n = req_op.shape[0]
-    _count_part(keys, req_first, req_count, 0, n, hist, 0)
-    _offsets(hist, starts)
-    _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, 0, n, hist, 0, packed, shifts, slices,
-                  slice_shift)
-
-
 @njit(cache=True, parallel=True)
 def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
                         slices, slice_shift):
-    """``_l2_bucket_serial`` as a parallel stable counting sort over ``hist.shape[0]`` request ranges."""
+    """``_l2_bucket_counted`` as a parallel stable counting sort over ``hist.shape[0]`` request ranges,
+    each range counting its own row of ``hist``."""
     n = req_op.shape[0]
     parts = hist.shape[0]
     for t in prange(parts):

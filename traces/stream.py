@@ -126,14 +126,19 @@ def _segments(tmap, threads: int):
     return _frozen(np.array(rows, dtype=np.int64).reshape(-1, 3)), _frozen(np.array(starts, dtype=np.int64))
 
 
-def check_types(layer, gpu, kernel) -> None:
-    """Type checks shared by the simulator and the analytic model, plus kernel.check_layer(layer)."""
+def check_instances(layer, gpu, kernel) -> None:
+    """TypeError unless ``layer``, ``gpu`` and ``kernel`` are a ConvLayer, a GPU and a KernelConfig."""
     if not isinstance(layer, ConvLayer):
         raise TypeError(f"layer must be a traces.ConvLayer, got {type(layer).__name__}")
     if not isinstance(gpu, GPU):
         raise TypeError(f"gpu must be a simcore.GPU, got {type(gpu).__name__}")
     if not isinstance(kernel, KernelConfig):
         raise TypeError(f"kernel must be a traces.KernelConfig, got {type(kernel).__name__}")
+
+
+def check_types(layer, gpu, kernel) -> None:
+    """Type checks shared by the simulator and the analytic model, plus kernel.check_layer(layer)."""
+    check_instances(layer, gpu, kernel)
     kernel.check_layer(layer)
 
 

@@ -31,7 +31,7 @@ from simcore.gpus import GPU
 from .files import atomic_write
 from .kernel import KernelConfig
 from .layer import ConvLayer
-from .stream import RequestChunk
+from .stream import RequestChunk, check_instances
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "TraceFile", "read_trace", "replay", "write_trace"]
 
@@ -113,12 +113,7 @@ def write_trace(path, chunks: Iterable, layer: ConvLayer, kernel: KernelConfig, 
     ``path`` only once it is complete; on any error (or interrupt) nothing is left behind. Returns the
     written file as a `TraceFile`.
     """
-    if not isinstance(layer, ConvLayer):
-        raise TypeError(f"layer must be a ConvLayer, got {type(layer).__name__}")
-    if not isinstance(kernel, KernelConfig):
-        raise TypeError(f"kernel must be a KernelConfig, got {type(kernel).__name__}")
-    if not isinstance(gpu, GPU):
-        raise TypeError(f"gpu must be a simcore GPU, got {type(gpu).__name__}")
+    check_instances(layer, gpu, kernel)
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
     path = os.fspath(path)

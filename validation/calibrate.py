@@ -28,7 +28,7 @@ from simcore import metrics as M
 
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits,
                      check_output_path, cli_main, kernel_from_args, package_version, parse_positive_int,
-                     resolve_gpu, run_tasks)
+                     predict_layer, resolve_gpu, reuse_factors_class, run_tasks, simulate_layer)
 
 __all__ = ["METRIC_ALIASES", "DEFAULT_METRICS", "create_parser", "check_arguments", "run", "main",
            "fit_factors", "error_stats", "simulate_layer", "predict_layer", "reuse_factors_class",
@@ -40,21 +40,8 @@ METRIC_ALIASES = {"l1_miss": M.L1_LD_MISSES, "l1_load": M.L1_LD_SECTORS, "l2_rea
 DEFAULT_METRICS = ("l1_miss", "l2_read", "dram_read", "dram_write")
 
 
-# ---- the references tests replace (monkeypatch) ---------------------------------------------------
-def simulate_layer(layer, gpu, kernel, *, jobs=None) -> dict:
-    from traces.simulate import simulate_layer as _simulate
-    return _simulate(layer, gpu, kernel, jobs=jobs)
-
-
-def predict_layer(layer, gpu, kernel, factors=None) -> dict:
-    import analytic
-    return analytic.predict_layer(layer, gpu, kernel, factors)
-
-
-def reuse_factors_class():
-    import analytic
-    return analytic.ReuseFactors
-
+# simulate_layer, predict_layer and reuse_factors_class (from .common) are this module's own names:
+# tests replace them here (monkeypatch), and workers look simulate_layer up in this module.
 
 # ---- objective and optimiser ---------------------------------------------------------------------
 def _rel(pred, sim):

@@ -19,7 +19,7 @@ from traces.files import atomic_write  # noqa: F401  (re-exported for the CLIs)
 
 __all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_write", "check_output_path",
            "add_kernel_arguments", "kernel_from_args", "resolve_gpu", "run_tasks", "cli_main",
-           "rel_error", "parse_positive_int"]
+           "rel_error", "parse_positive_int", "simulate_layer", "predict_layer", "reuse_factors_class"]
 
 
 class CLIError(ValueError):
@@ -78,6 +78,25 @@ def check_output_path(option: str, path) -> str:
     if not os.access(folder, os.W_OK):
         raise CLIError(f"{option} {path}: directory {folder} is not writable")
     return path
+
+
+# ---- the references the CLIs import (tests replace them in each CLI module) -----------------------
+def simulate_layer(layer, gpu, kernel, *, jobs=None) -> dict:
+    """traces.simulate_layer (looked up at call time)."""
+    from traces.simulate import simulate_layer as _simulate
+    return _simulate(layer, gpu, kernel, jobs=jobs)
+
+
+def predict_layer(layer, gpu, kernel, factors=None) -> dict:
+    """analytic.predict_layer (looked up at call time)."""
+    import analytic
+    return analytic.predict_layer(layer, gpu, kernel, factors)
+
+
+def reuse_factors_class():
+    """analytic.ReuseFactors (looked up at call time)."""
+    import analytic
+    return analytic.ReuseFactors
 
 
 # ---- kernel / GPU options ------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import sys
 import time
 
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits, check_output_path,
-                     cli_main, kernel_from_args, parse_positive_int, resolve_gpu, run_tasks)
+                     cli_main, kernel_from_args, parse_positive_int, predict_layer, resolve_gpu,
+                     reuse_factors_class, run_tasks, simulate_layer)
 from .report import check_matplotlib, format_document, format_header, layer_table, plot_document
 from .results import make_document, make_entry, write_json, write_h5
 
@@ -29,24 +30,8 @@ EXIT_INTERRUPTED = 130
 SAVE_INTERVAL_S = 1.0
 
 
-# ---- the references tests replace (monkeypatch) ---------------------------------------------------
-def simulate_layer(layer, gpu, kernel, *, jobs=None) -> dict:
-    """traces.simulate_layer (looked up at call time)."""
-    from traces.simulate import simulate_layer as _simulate
-    return _simulate(layer, gpu, kernel, jobs=jobs)
-
-
-def predict_layer(layer, gpu, kernel, factors=None) -> dict:
-    """analytic.predict_layer (looked up at call time)."""
-    import analytic
-    return analytic.predict_layer(layer, gpu, kernel, factors)
-
-
-def reuse_factors_class():
-    """analytic.ReuseFactors (looked up at call time)."""
-    import analytic
-    return analytic.ReuseFactors
-
+# simulate_layer, predict_layer and reuse_factors_class (from .common) are this module's own names:
+# tests replace them here (monkeypatch), and workers look simulate_layer up in this module.
 
 def load_factors(path):
     """ReuseFactors.load(path); any failure -> one-line ValueError naming the file."""
