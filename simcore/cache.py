@@ -16,14 +16,19 @@ to any of its sectors. Set index: ``linear``: ``line mod sets``; ``xor``:
 ``(line ^ line >> b ^ line >> 2b) & (sets - 1)`` with ``b = log2(sets)``.
 
 Implementation: the state of C identical caches is one *bank*, the tuple
-``(table, rec, sline, lru, last)`` of arrays indexed ``[cache, ...]`` (see ``_new_bank``), so that the hierarchy reuses the very same access kernel
-``_access`` for 80 L1s or 64 L2 slices. Per cache:
+``(table, rec, sline, lru, last)`` of 2-D arrays with one row per cache (see ``_new_bank``), so that
+the hierarchy reuses the very same access kernel ``_access`` for 80 L1s or 64 L2 slices. The kernel
+takes one cache's rows (1-D views, made once per SM or slice by the caller), never the whole bank:
+indexing ``[cache, ...]`` inside the access kept the row strides and the cache number live in the
+hot loop and spilled registers; with rows, on vgg16 conv2_2 (``benchmarks/bench_phases.py``) the L1
+phase went 13.5-14 -> 11-11.8 ns and the L2 phase 8.9-9.2 -> 8.0-8.1 ns per L1 load sector, and the
+whole of vgg16 b1 on one thread (``benchmarks/bench_traces.py``) 25-28 -> 39 M lookups/s. Per cache:
 
 * an open-addressing hash table ``line -> slot`` (slot numbers compared through ``sline``;
   Fibonacci hash, linear probing, backward-shift deletion, capacity the power of two >= 4x lines),
   so a lookup is O(1) whatever the associativity;
-* one record per slot ``rec[cache, slot] = (prev, next, table position, valid | dirty << 8)``: an
-  intrusive doubly-linked LRU list per set (``lru[cache, set] = (head, tail, used)``), so
+* one record per slot, ``rec[4 slot : 4 slot + 4] = (prev, next, table position, valid | dirty << 8)``:
+  an intrusive doubly-linked LRU list per set (``lru[3 set : 3 set + 3] = (head, tail, used)``), so
   move-to-front and eviction are O(1); set ``s`` owns slots ``s*ways .. s*ways+ways-1``; the stored
   table position makes deletion probe-free, and a miss inserts at the empty position its lookup
   ended on before deleting the victim (no second probe);
@@ -107,10 +112,10 @@ def _new_bank(config: CacheConfig, count: int):
     cap = int(_geometry(config)[5]) + 1
     small = _small_ints(config)
     table = np.full((count, cap), -1, small)           # slot holding the line hashed here, -1 = empty
-    rec = np.full((count, lines, 4), -1, small)        # (prev, next, table position, valid | dirty << 8)
-    rec[:, :, 3] = 0
-    lru = np.full((count, config.sets, 3), -1, small)  # (head = MRU slot, tail = LRU slot, slots used)
-    lru[:, :, 2] = 0
+    rec = np.full((count, lines * 4), -1, small)       # per slot: prev, next, table position, valid | dirty << 8
+    rec[:, 3::4] = 0
+    lru = np.full((count, config.sets * 3), -1, small)  # per set: head = MRU slot, tail = LRU slot, slots used
+    lru[:, 2::3] = 0
     sline = np.full((count, lines), -1, np.int64)      # line held by each slot
     last = np.full((count, 2), -1, np.int64)           # (last line looked up, its slot)
     return table, rec, sline, lru, last
@@ -126,15 +131,15 @@ def _set_of(line, sets, kind, sbits):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _ht_delete(table, rec, sline, c, i, hshift, hmask):
-    """Empty table position ``i`` of cache ``c``; backward-shift the rest of its probe run."""
+def _ht_delete(table, rec, sline, i, hshift, hmask):
+    """Empty table position ``i``; backward-shift the rest of its probe run."""
     j = i
     while True:
         j = (j + 1) & hmask
-        slot = table[_U(c), _U(j)]
+        slot = table[_U(j)]
         if slot < 0:
             break
-        home = ((sline[_U(c), _U(slot)] * _HASH_MUL) >> hshift) & hmask
+        home = ((sline[_U(slot)] * _HASH_MUL) >> hshift) & hmask
         # the key at j stays if its home lies cyclically in (i, j]; else it moves back to the hole i
         if i <= j:
             stays = i < home <= j
@@ -142,108 +147,109 @@ def _ht_delete(table, rec, sline, c, i, hshift, hmask):
             stays = home > i or home <= j
         if stays:
             continue
-        table[_U(c), _U(i)] = slot
-        rec[_U(c), _U(slot), 2] = i
+        table[_U(i)] = slot
+        rec[_U(slot * 4 + 2)] = i
         i = j
-    table[_U(c), _U(i)] = -1
+    table[_U(i)] = -1
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _tag_miss(table, rec, sline, lru, last, c, line, bit, write, s, p, ways, hshift, hmask):
+def _tag_miss(table, rec, sline, lru, last, line, bit, write, s, p, ways, hshift, hmask):
     """Allocate ``line`` in set ``s`` (evicting its LRU line if full); ``p``: empty table position
     where the lookup of ``line`` ended. Returns slot << 10 | evicted dirty mask << 2 | TAG_MISS."""
     evicted = 0
-    used = lru[_U(c), _U(s), 2]
+    used = lru[_U(s * 3 + 2)]
     if used < ways:
         slot = s * ways + used
-        lru[_U(c), _U(s), 2] = used + 1
-        table[_U(c), _U(p)] = slot
-        rec[_U(c), _U(slot), 2] = p
+        lru[_U(s * 3 + 2)] = used + 1
+        table[_U(p)] = slot
+        rec[_U(slot * 4 + 2)] = p
     else:
-        slot = lru[_U(c), _U(s), 1]
-        evicted = (rec[_U(c), _U(slot), 3] >> 8) & 255
-        old = rec[_U(c), _U(slot), 2]
-        table[_U(c), _U(p)] = slot               # insert before deleting: p stays valid, no re-probe
-        rec[_U(c), _U(slot), 2] = p
-        sline[_U(c), _U(slot)] = line
-        _ht_delete(table, rec, sline, c, old, hshift, hmask)
-        t = rec[_U(c), _U(slot), 0]
-        lru[_U(c), _U(s), 1] = t
+        slot = lru[_U(s * 3 + 1)]
+        evicted = (rec[_U(slot * 4 + 3)] >> 8) & 255
+        old = rec[_U(slot * 4 + 2)]
+        table[_U(p)] = slot               # insert before deleting: p stays valid, no re-probe
+        rec[_U(slot * 4 + 2)] = p
+        sline[_U(slot)] = line
+        _ht_delete(table, rec, sline, old, hshift, hmask)
+        t = rec[_U(slot * 4 + 0)]
+        lru[_U(s * 3 + 1)] = t
         if t >= 0:
-            rec[_U(c), _U(t), 1] = -1
+            rec[_U(t * 4 + 1)] = -1
         else:
-            lru[_U(c), _U(s), 0] = -1
-    h = lru[_U(c), _U(s), 0]
-    rec[_U(c), _U(slot), 0] = -1
-    rec[_U(c), _U(slot), 1] = h
+            lru[_U(s * 3 + 0)] = -1
+    h = lru[_U(s * 3 + 0)]
+    rec[_U(slot * 4 + 0)] = -1
+    rec[_U(slot * 4 + 1)] = h
     if h >= 0:
-        rec[_U(c), _U(h), 0] = slot
+        rec[_U(h * 4 + 0)] = slot
     else:
-        lru[_U(c), _U(s), 1] = slot
-    lru[_U(c), _U(s), 0] = slot
-    sline[_U(c), _U(slot)] = line
-    rec[_U(c), _U(slot), 3] = bit | (bit << 8) if write else bit
-    last[_U(c), 0] = line
-    last[_U(c), 1] = slot
+        lru[_U(s * 3 + 1)] = slot
+    lru[_U(s * 3 + 0)] = slot
+    sline[_U(slot)] = line
+    rec[_U(slot * 4 + 3)] = bit | (bit << 8) if write else bit
+    last[0] = line
+    last[1] = slot
     return (slot << 10) | (evicted << 2) | 2
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _access(table, rec, sline, lru, last, c, line, sector, write, sets, ways, kind, sbits, hshift, hmask):
-    """One sector access of cache ``c`` of a bank: returns slot << 10 | evicted dirty mask << 2 | outcome.
+def _access(table, rec, sline, lru, last, line, sector, write, sets, ways, kind, sbits, hshift, hmask):
+    """One sector access of one cache (its rows of a bank's arrays): returns
+    slot << 10 | evicted dirty mask << 2 | outcome.
 
     The bank's arrays are passed one by one and the kernels run without Numba's reference counting
     (``_nrt=False``; they allocate nothing): passing the bank tuple to an NRT-enabled kernel cost an
     atomic incref/decref per array per access (11 M lookups/s instead of > 100 M, measured)."""
     bit = 1 << sector
-    if last[_U(c), 0] == line:                       # same line as this cache's previous access: MRU already
-        slot = last[_U(c), 1]
+    if last[0] == line:                       # same line as this cache's previous access: MRU already
+        slot = last[1]
     else:
         i = ((line * _HASH_MUL) >> hshift) & hmask
         while True:
-            slot = table[_U(c), _U(i)]
-            if slot < 0 or sline[_U(c), _U(slot)] == line:
+            slot = table[_U(i)]
+            if slot < 0 or sline[_U(slot)] == line:
                 break
             i = (i + 1) & hmask
         s = _set_of(line, sets, kind, sbits)
         if slot < 0:
-            return _tag_miss(table, rec, sline, lru, last, c, line, bit, write, s, i, ways, hshift, hmask)
-        h = lru[_U(c), _U(s), 0]
+            return _tag_miss(table, rec, sline, lru, last, line, bit, write, s, i, ways, hshift, hmask)
+        h = lru[_U(s * 3 + 0)]
         if h != slot:                            # unlink, push to the front of the set's LRU list
-            p = rec[_U(c), _U(slot), 0]
-            n = rec[_U(c), _U(slot), 1]
-            rec[_U(c), _U(p), 1] = n
+            p = rec[_U(slot * 4 + 0)]
+            n = rec[_U(slot * 4 + 1)]
+            rec[_U(p * 4 + 1)] = n
             if n >= 0:
-                rec[_U(c), _U(n), 0] = p
+                rec[_U(n * 4 + 0)] = p
             else:
-                lru[_U(c), _U(s), 1] = p
-            rec[_U(c), _U(slot), 0] = -1
-            rec[_U(c), _U(slot), 1] = h
-            rec[_U(c), _U(h), 0] = slot
-            lru[_U(c), _U(s), 0] = slot
-        last[_U(c), 0] = line
-        last[_U(c), 1] = slot
-    v = rec[_U(c), _U(slot), 3]
+                lru[_U(s * 3 + 1)] = p
+            rec[_U(slot * 4 + 0)] = -1
+            rec[_U(slot * 4 + 1)] = h
+            rec[_U(h * 4 + 0)] = slot
+            lru[_U(s * 3 + 0)] = slot
+        last[0] = line
+        last[1] = slot
+    v = rec[_U(slot * 4 + 3)]
     if write:
         v |= bit << 8
     if v & bit:
-        rec[_U(c), _U(slot), 3] = v
+        rec[_U(slot * 4 + 3)] = v
         return slot << 10
-    rec[_U(c), _U(slot), 3] = v | bit
+    rec[_U(slot * 4 + 3)] = v | bit
     return (slot << 10) | 1
 
 
 @njit(cache=True, _nrt=False)
 def _run_trace(bank, geo, addresses, writes, line_shift, sector_shift, sector_mask, out):
     """simulate_trace's loop; ``out`` = [hits, tag misses, read hits, writes, write hits, dirty evictions]."""
-    table, rec, sline, lru, last = bank
+    table, rec, sline, lru, last = bank[0][0], bank[1][0], bank[2][0], bank[3][0], bank[4][0]
     sets, ways, kind, sbits, hshift, hmask = geo
     has_writes = writes.shape[0] > 0
     hits = tag_misses = read_hits = nwrites = write_hits = dirty_ev = 0
     for i in range(addresses.shape[0]):
         a = addresses[i]
         w = has_writes and writes[i]
-        r = _access(table, rec, sline, lru, last, 0, a >> line_shift, (a >> sector_shift) & sector_mask, w,
+        r = _access(table, rec, sline, lru, last, a >> line_shift, (a >> sector_shift) & sector_mask, w,
                     sets, ways, kind, sbits, hshift, hmask)
         outcome = r & 3
         if outcome == 0:
@@ -269,8 +275,8 @@ def _dirty_sectors(rec):
     out = np.zeros(rec.shape[0], np.int64)
     for c in range(rec.shape[0]):
         total = 0
-        for slot in range(rec.shape[1]):
-            total += _POPCOUNT8[(rec[c, slot, 3] >> 8) & 255]
+        for slot in range(rec.shape[1] // 4):
+            total += _POPCOUNT8[(rec[c, slot * 4 + 3] >> 8) & 255]
         out[c] = total
     return out
 

@@ -50,14 +50,16 @@ Measured with ``python benchmarks/bench_phases.py`` (vgg16 conv2_2 b1 on v100, o
 the 2-core development VM's figures vary by +-20 % between runs; the first two rows with the same
 phase timing in the script that became it), ns per L1 load sector:
 
-==========================================  =========  ======  =====  ========  =====
-state of the code                           generate   bucket  L1     L2 bucket  L2
-==========================================  =========  ======  =====  ========  =====
-int32 cache state, L1 phase writes 12 B     9-11       0.6     23     2-3.5     13.6
-int16 cache state (``simcore.cache``)       9-11       0.6     18     2-3       8.7
-L1 phase writes a 2-byte slice per sector   2.5-3      0.5     15-19  4.2-4.8   9.5-12
-requests bucketed as one packed 8-byte run  2.4-3      0.7     14-17  3.8-5.0   9.1-12
-==========================================  =========  ======  =====  ========  =====
+==========================================  ========  ======  =======  =========  =======
+state of the code                           generate  bucket  L1       L2 bucket  L2
+==========================================  ========  ======  =======  =========  =======
+int32 cache state, L1 phase writes 12 B     9-11      0.6     23       2-3.5      13.6
+int16 cache state (``simcore.cache``)       9-11      0.6     18       2-3        8.7
+L1 phase writes a 2-byte slice per sector   2.5-3     0.5     15-19    4.2-4.8    9.5-12
+requests bucketed as one packed 8-byte run  2.4-3     0.7     14-17    3.8-5.0    9.1-12
+same, re-measured in the next session       2.0-2.5   0.7     13.5-14  3.7-4.0    8.9-9.2
+kernels take one cache's rows (1-D views)   2.0-2.4   0.7     11-11.8  3.8-3.9    8.0-8.1
+==========================================  ========  ======  =======  =========  =======
 
 (the generator's own speed-up is in ``traces._generate``). On conv2_2 99 % of L1 lookups are tag
 misses that evict; ``perf`` (cpu-clock samples) puts most of the L1 phase on the loads of the victim's
@@ -76,7 +78,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import metrics as M
-from .cache import _access, _geometry, _new_bank
+from .cache import _U, _access, _geometry, _new_bank
 from .config import CacheConfig, check_positive_int
 
 # per-SM L1 counters [sm, operand, k]
@@ -135,10 +137,10 @@ def _slice_line(line, slices, slice_shift, mult):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _l2_access(l2, g, tags, counts, sl, line, sector, write, op, spl):
-    """Access L2 slice ``sl`` (line address ``line`` within the slice); update the slice's counters."""
-    table, rec, sline, lru, last = l2
-    r = _access(table, rec, sline, lru, last, sl, line, sector, write,
+def _l2_access(table, rec, sline, lru, last, g, tags, counts, line, sector, write, op, spl):
+    """Access one L2 slice (its state rows, ``tags`` and ``counts`` rows; ``line``: the key within the
+    slice); update the slice's counters."""
+    r = _access(table, rec, sline, lru, last, line, sector, write,
                 g[0], g[1], g[2], g[3], g[4], g[5])
     outcome = r & 3
     slot = r >> 10
@@ -147,20 +149,20 @@ def _l2_access(l2, g, tags, counts, sl, line, sector, write, op, spl):
         k = 0
         while evicted:                           # dirty sectors of the evicted line go to DRAM
             if evicted & 1:
-                counts[sl, tags[sl, slot * spl + k], 7] += 1
+                counts[tags[_U(slot * spl + k)], 7] += 1
             evicted >>= 1
             k += 1
     if write:
-        tags[sl, slot * spl + sector] = op
-        counts[sl, op, 3] += 1
-        counts[sl, op, 4 if outcome == 0 else 5] += 1
+        tags[_U(slot * spl + sector)] = op
+        counts[op, 3] += 1
+        counts[op, 4 if outcome == 0 else 5] += 1
     else:
-        counts[sl, op, 0] += 1
+        counts[op, 0] += 1
         if outcome == 0:
-            counts[sl, op, 1] += 1
+            counts[op, 1] += 1
         else:
-            counts[sl, op, 2] += 1
-            counts[sl, op, 6] += 1
+            counts[op, 2] += 1
+            counts[op, 6] += 1
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -175,7 +177,6 @@ def _count_request(l1c, sm, op, store, n):
 def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xor_hash,
                  req_sm, req_op, req_st, req_first, req_count, sectors):
     """Whole chunk in issue order on one thread (the reference for the parallel path)."""
-    table, rec, sline, lru, last = l1
     l1_line, l1_sec, l1_mask, l2_line, l2_sec, l2_mask = shifts[0], shifts[1], shifts[2], shifts[3], shifts[4], shifts[5]
     spl2 = l2_mask + 1
     for r in range(req_sm.shape[0]):
@@ -188,7 +189,7 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
         for i in range(first, first + n):
             a = sectors[i]
             if not store:
-                o = _access(table, rec, sline, lru, last, sm, a >> l1_line,
+                o = _access(l1[0][sm], l1[1][sm], l1[2][sm], l1[3][sm], l1[4][sm], a >> l1_line,
                             (a >> l1_sec) & l1_mask, False, g1[0], g1[1], g1[2], g1[3], g1[4], g1[5])
                 if o & 3 == 0:
                     l1c[sm, op, 2] += 1
@@ -196,8 +197,8 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
                 l1c[sm, op, 3] += 1
             line = a >> l2_line
             sl = _slice_of(line, slices, xor_hash)
-            _l2_access(l2, g2, tags, l2c, sl, _slice_line(line, slices, slice_shift, shifts[6]), (a >> l2_sec) & l2_mask,
-                       store, op, spl2)
+            _l2_access(l2[0][sl], l2[1][sl], l2[2][sl], l2[3][sl], l2[4][sl], g2, tags[sl], l2c[sl],
+                       _slice_line(line, slices, slice_shift, shifts[6]), (a >> l2_sec) & l2_mask, store, op, spl2)
 
 
 @njit(cache=True, _nrt=False)
@@ -229,7 +230,7 @@ def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, key
     path only: the row is shared), ``hist[0, slice]`` also counts the L2-bound sectors per slice, which
     saves the L2 bucketing its counting pass. Nothing else is written per sector: the L1 phase's
     streamed bytes compete for the CPU's L1d with the SM's cache state (see the module docstring)."""
-    table, rec, sline, lru, last = l1
+    table, rec, sline, lru, last = l1[0][sm], l1[1][sm], l1[2][sm], l1[3][sm], l1[4][sm]
     sets, ways, kind, sbits, hshift, hmask = g1[0], g1[1], g1[2], g1[3], g1[4], g1[5]
     l1_line, l1_sec, l1_mask, l2_line = shifts[0], shifts[1], shifts[2], shifts[3]
     for j in range(starts[sm], starts[sm + 1]):
@@ -243,7 +244,7 @@ def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, key
         for i in range(first, first + n):
             a = sectors[i]
             if not store:
-                o = _access(table, rec, sline, lru, last, sm, a >> l1_line,
+                o = _access(table, rec, sline, lru, last, a >> l1_line,
                             (a >> l1_sec) & l1_mask, False, sets, ways, kind, sbits, hshift, hmask)
                 if o & 3 == 0:
                     keys[i] = -1
@@ -331,9 +332,12 @@ def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, his
 @njit(cache=True, _nrt=False)
 def _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl):
     """Slice ``sl``'s L2-bound sectors (bucket ``sl`` of ``packed``), in issue order."""
+    table, rec, sline, lru, last = l2[0][sl], l2[1][sl], l2[2][sl], l2[3][sl], l2[4][sl]
+    tags_sl, counts = tags[sl], l2c[sl]
     for j in range(starts[sl], starts[sl + 1]):
         p = packed[j]
-        _l2_access(l2, g2, tags, l2c, sl, p >> 8, p & 7, (p & 32) != 0, (p >> 3) & 3, spl)
+        _l2_access(table, rec, sline, lru, last, g2, tags_sl, counts, p >> 8, p & 7, (p & 32) != 0, (p >> 3) & 3,
+                   spl)
 
 
 @njit(cache=True, _nrt=False)
@@ -370,8 +374,8 @@ def _dirty_by_operand(rec, tags, spl):
     """Dirty sectors still in L2 per operand tag."""
     out = np.zeros(3, np.int64)
     for c in range(rec.shape[0]):
-        for slot in range(rec.shape[1]):
-            d = (rec[c, slot, 3] >> 8) & 255
+        for slot in range(rec.shape[1] // 4):
+            d = (rec[c, slot * 4 + 3] >> 8) & 255
             k = 0
             while d:
                 if d & 1:
