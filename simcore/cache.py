@@ -49,12 +49,28 @@ most 2**15 positions, i.e. caches of at most 8192 lines), int32 above. For the h
 768 lines this halves each cache's state (34 KB -> 17 KB), nearer the CPU's 32 KB L1d: on vgg16
 conv2_2 (v100, one thread, best of 5, the phase timing of ``benchmarks/bench_phases.py``) the L1 phase went
 22.8 -> 18.1 ns and the L2 phase 13.2 -> 8.7 ns per access. One cache alone (``simulate_trace``, its
-state always hot) is ~15 % slower with int16, so the benchmark above is no guide here. Where the L1
+state always hot) first measured ~15 % slower with int16 (not confirmed later, see below), so the
+benchmark above is no guide here. Where the L1
 time goes (perf, cpu-clock samples on conv2_2, where 99 % of L1 lookups are tag misses): waiting for
 the LRU victim's record and its table neighbourhood, last touched a whole LRU cycle (768 lookups,
 ~20 KB of streamed chunk data) earlier. Tried and dropped: software prefetch (``llvm.prefetch``) of
 the next two victims' records and table positions at each eviction: no measurable change; an LRU kept
 as a per-set recency log with lazy deletion instead of linked lists: L1 phase 18 -> 25 ns.
+
+Bounds, after the switch to row views (conv2_2, ``bench_phases.py``, ns per L1 load sector, each a
+deliberately wrong variant timed once for scale): the L1 phase's loop with no cache access at all
+3-3.8; FIFO replacement and no hash table 7; FIFO with the hash table 10-11; the real LRU 11-11.8.
+So the hash table costs ~3 ns and the LRU lists ~1, and no change to either alone can halve the phase.
+Also tried then, A/B against the unchanged code in alternating runs (``bench_phases.py --reps 3``, best
+of 3-4 runs each), none kept: a circular LRU list, where an eviction is a rotation of the head (L1 12.5
+vs 11.4 ns: no gain); 32-bit ``sline`` (no change); ``sline`` inside each slot's record, one CPU cache
+line per slot instead of two (11.8 vs 10.9 ns, 12.2 vs 13.4 in another run: noise); no
+same-line-as-last shortcut (L2 8.9 vs 8.2 ns); the L2 phase's per-operand counters kept in packed
+registers instead of memory (L2 9.8 vs 8.1 ns); and, for L2 slices, a set-associative tag scan with LRU
+time stamps instead of the hash table and lists (``/tmp`` scratch; counts identical, but Numba's LLVM
+turns the 32-way compare into gathers or scalar code, not a vector compare: 15-18 vs 8 ns). int32
+state for ``simulate_trace``'s single cache (the ~15 % above): 51-93 vs 90-123 M/s in four alternating
+runs of ``bench_simcore.py``, no gain, so one cache keeps int16 as well.
 """
 from __future__ import annotations
 
