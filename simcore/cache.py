@@ -20,9 +20,10 @@ Implementation: the state of C identical caches is one *bank*, the tuple
 the hierarchy reuses the very same access kernel ``_access`` for 80 L1s or 64 L2 slices. The kernel
 takes one cache's rows (1-D views, made once per SM or slice by the caller), never the whole bank:
 indexing ``[cache, ...]`` inside the access kept the row strides and the cache number live in the
-hot loop and spilled registers; with rows, on vgg16 conv2_2 (``benchmarks/bench_phases.py``) the L1
-phase went 13.5-14 -> 11-11.8 ns and the L2 phase 8.9-9.2 -> 8.0-8.1 ns per L1 load sector, and the
-whole of vgg16 b1 on one thread (``benchmarks/bench_traces.py``) 25-28 -> 39 M lookups/s. Per cache:
+hot loop and spilled registers. With rows, on vgg16 conv2_2 (``benchmarks/bench_phases.py --reps 2``,
+six runs alternating with the code before the change, ns per L1 load sector, medians): L1 phase
+16.8 -> 12.4, L2 phase 11.4 -> 8.9, all phases 36.4 -> 28.3 (each of the six pairs faster, by 7 to
+33 %). Per cache:
 
 * an open-addressing hash table ``line -> slot`` (slot numbers compared through ``sline``;
   Fibonacci hash, linear probing, backward-shift deletion, capacity the power of two >= 4x lines),
@@ -51,7 +52,7 @@ conv2_2 (v100, one thread, best of 5, the phase timing of ``benchmarks/bench_pha
 22.8 -> 18.1 ns and the L2 phase 13.2 -> 8.7 ns per access. One cache alone (``simulate_trace``, its
 state always hot) first measured ~15 % slower with int16 (not confirmed later, see below), so the
 benchmark above is no guide here. Where the L1
-time goes (perf, cpu-clock samples on conv2_2, where 99 % of L1 lookups are tag misses): waiting for
+time goes (perf, cpu-clock samples on conv2_2, where every L1 lookup is a tag miss): waiting for
 the LRU victim's record and its table neighbourhood, last touched a whole LRU cycle (768 lookups,
 ~20 KB of streamed chunk data) earlier. Tried and dropped: software prefetch (``llvm.prefetch``) of
 the next two victims' records and table positions at each eviction: no measurable change; an LRU kept

@@ -57,12 +57,15 @@ int32 cache state, L1 phase writes 12 B     9-11      0.6     23       2-3.5    
 int16 cache state (``simcore.cache``)       9-11      0.6     18       2-3        8.7
 L1 phase writes a 2-byte slice per sector   2.5-3     0.5     15-19    4.2-4.8    9.5-12
 requests bucketed as one packed 8-byte run  2.4-3     0.7     14-17    3.8-5.0    9.1-12
-same, re-measured in the next session       2.0-2.5   0.7     13.5-14  3.7-4.0    8.9-9.2
-kernels take one cache's rows (1-D views)   2.0-2.4   0.7     11-11.8  3.8-3.9    8.0-8.1
+same, in alternating runs with the next *   2.5       0.9     16.8     5.0        11.4
+kernels take one cache's rows (1-D views) * 2.3       0.8     12.4     4.2        8.9
 ==========================================  ========  ======  =======  =========  =======
 
-(the generator's own speed-up is in ``traces._generate``). On conv2_2 99 % of L1 lookups are tag
-misses that evict; ``perf`` (cpu-clock samples) puts most of the L1 phase on the loads of the victim's
+(* medians of six runs of ``bench_phases.py --reps 2``, the two versions alternating, on a day when
+the machine ran slower than on the earlier rows' days; the generator's own speed-up is in
+``traces._generate``). On conv2_2 every L1 lookup is a tag miss that evicts (SMs 0 and 1 checked with
+``simulate_trace``: the layer's A and B rows all fall in one of the 4 sets, about 270 lines per
+k-step of an SM's two CTAs against 192 ways); ``perf`` (cpu-clock samples) puts most of the L1 phase on the loads of the victim's
 record and hash-table neighbourhood, last touched one LRU cycle (768 lookups) earlier: the fewer bytes
 the phase streams per sector, the more of the SM's cache state is still in the CPU's L1d then
 (writing the L2 key there as well: 4 ns more per sector). Tried and not kept: occupancy bits beside
