@@ -64,7 +64,8 @@ deliberately wrong variant timed once for scale): the L1 phase's loop with no ca
 So the hash table costs ~3 ns and the LRU lists ~1, and no change to either alone can halve the phase.
 Also tried then, A/B against the unchanged code in alternating runs (``bench_phases.py --reps 3``, best
 of 3-4 runs each), none kept: a circular LRU list, where an eviction is a rotation of the head (L1 12.5
-vs 11.4 ns: no gain); 32-bit ``sline`` (no change); ``sline`` inside each slot's record, one CPU cache
+vs 11.4 ns; re-tested with six alternating runs of ``--reps 2``: all phases 34.3 vs 35.2 ns, paired
+ratio 0.99: no gain); 32-bit ``sline`` (no change); ``sline`` inside each slot's record, one CPU cache
 line per slot instead of two (11.8 vs 10.9 ns, 12.2 vs 13.4 in another run: noise); no
 same-line-as-last shortcut (L2 8.9 vs 8.2 ns); the L2 phase's per-operand counters kept in packed
 registers instead of memory (L2 9.8 vs 8.1 ns); and, for L2 slices, a set-associative tag scan with LRU
