@@ -84,6 +84,11 @@ from . import metrics as M
 from .cache import _U, _access, _geometry, _new_bank
 from .config import CacheConfig, check_positive_int
 
+# Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
+# code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
+# the digest after an edit there changes this file too, so no stale compiled kernel survives.
+_JIT_DEPS_SHA256 = "6ecc8278b49945ec"
+
 # per-SM L1 counters [sm, operand, k]
 _L1_LD_REQ, _L1_LD_SEC, _L1_LD_HIT, _L1_LD_MISS, _L1_ST_REQ, _L1_ST_SEC = range(6)
 _L1_KEYS = (M.L1_LD_REQUESTS, M.L1_LD_SECTORS, M.L1_LD_HITS, M.L1_LD_MISSES, M.L1_ST_REQUESTS,

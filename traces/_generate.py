@@ -18,6 +18,12 @@ from ._layout import (
 from ._steps import (
     _refill, _step_rows, _step_seg, _step_nchw, _stores)
 
+# Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
+# code and constants from _steps.py and _layout.py. tests/test_jit_deps.py checks this digest of
+# them: updating the digest after an edit there changes this file too, so no stale compiled kernel
+# survives.
+_JIT_DEPS_SHA256 = "ab4c7a3fb86d4a56"
+
 
 @numba.njit(cache=True, nogil=True)
 def _generate(prm, maps, sched, rows, scratch, out):

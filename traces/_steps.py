@@ -9,6 +9,11 @@ from ._layout import (
     _THREADS, _NCHW, _EB, _TSA, _IA, _TSB, _IB, _SMS, _SLOTS, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _XB,
     _WB, _YB, _SSH, _UNI, _RPW)
 
+# Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
+# code and constants from _layout.py. tests/test_jit_deps.py checks this digest of it: updating
+# the digest after an edit there changes this file too, so no stale compiled kernel survives.
+_JIT_DEPS_SHA256 = "c5a9679211f30b50"
+
 
 # ---- compiled kernel ----------------------------------------------------------------------------
 # `_generate`'s arguments, tuples of arrays (see `_Generator`):

@@ -1,0 +1,59 @@
+"""Numba's on-disk cache (``cache=True``) is keyed on the time stamp of the file that defines a kernel,
+not on the files whose code or constants it compiles in. Each such file therefore carries
+``_JIT_DEPS_SHA256``, a digest of the files it depends on: this test fails when one of them changed
+and the digest was not updated, and updating it changes the dependent file, which invalidates its
+cached kernels (a stale one would silently simulate the old cache semantics)."""
+import hashlib
+import importlib
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# dependent module -> the files (relative to the repository root) its compiled kernels take code from
+JIT_DEPENDENCIES = {
+    "simcore.hierarchy": ["simcore/cache.py"],
+    "traces._generate": ["traces/_steps.py", "traces/_layout.py"],
+    "traces._steps": ["traces/_layout.py"],
+    "analytic._reuse": ["analytic/_counts.py"],
+}
+# modules of constants that kernels read (Numba freezes global values at compile time)
+CONSTANT_MODULES = {"traces/_layout.py"}
+
+
+def _has_kernels(text: str) -> bool:
+    return "@njit" in text or "@numba.njit" in text
+
+
+def digest(paths) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        h.update((ROOT / path).read_bytes())
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("module", sorted(JIT_DEPENDENCIES))
+def test_dependency_digest_is_current(module):
+    expected = digest(JIT_DEPENDENCIES[module])
+    found = importlib.import_module(module)._JIT_DEPS_SHA256
+    assert found == expected, (
+        f"{', '.join(JIT_DEPENDENCIES[module])} changed: set _JIT_DEPS_SHA256 = \"{expected}\" in "
+        f"{module.replace('.', '/')}.py (that edit also makes Numba recompile its cached kernels)")
+
+
+def test_every_cross_module_kernel_import_is_listed():
+    """A kernel module that imports from a sibling module with kernels (or constants) is listed above."""
+    listed = {(m, dep) for m, deps in JIT_DEPENDENCIES.items() for dep in deps}
+    found = set()
+    for package in ("simcore", "traces", "analytic", "validation"):
+        for path in sorted((ROOT / package).glob("*.py")):
+            if not _has_kernels(path.read_text()):
+                continue
+            for line in path.read_text().splitlines():
+                if not (line.startswith("from .") and " import " in line):
+                    continue
+                dep = f"{package}/{line.split()[1][1:]}.py"
+                if (ROOT / dep).exists() and (dep in CONSTANT_MODULES or _has_kernels((ROOT / dep).read_text())):
+                    found.add((f"{package}.{path.stem}", dep))
+    assert found == listed
