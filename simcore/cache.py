@@ -130,9 +130,9 @@ def _new_bank(config: CacheConfig, count: int):
     cap = int(_geometry(config)[5]) + 1
     small = _small_ints(config)
     table = np.full((count, cap), -1, small)           # slot holding the line hashed here, -1 = empty
-    rec = np.full((count, lines * 4), -1, small)       # per slot: prev, next, table position, valid | dirty << 8
+    rec = np.full((count, lines * 4), -1, small)       # per slot: prev, next, table pos, valid | dirty << 8
     rec[:, 3::4] = 0
-    lru = np.full((count, config.sets * 3), -1, small)  # per set: head = MRU slot, tail = LRU slot, slots used
+    lru = np.full((count, config.sets * 3), -1, small)  # per set: head (MRU slot), tail (LRU), slots used
     lru[:, 2::3] = 0
     sline = np.full((count, lines), -1, np.int64)      # line held by each slot
     last = np.full((count, 2), -1, np.int64)           # (last line looked up, its slot)

@@ -35,16 +35,16 @@ API
     hierarchies of the same shape and thread count in the process reuse that verdict instead of
     probing again. Serial and parallel runs give identical counts.
 
-Parallel scheme: SMs' L1s are independent, and so are L2 slices. Per chunk, the L1 phase runs the SMs
-that have requests in parallel (requests bucketed per SM by a stable counting sort; each SM keeps its own counters and
-writes, per sector, the L2 slice it goes to or -1 for an L1 hit), then the L2-bound sectors are
-bucketed per slice (stable, request by request, so each slice sees its sectors in issue order; their
-L2 keys are built here), then the L2 phase runs slices in parallel, each with its own counters.
-The serial path runs the same per-SM / per-slice order on one thread: keeping one cache's state hot
-while it works is what makes it fast (a single loop in issue order, kept as the reference
-``_feed_serial``, runs at about a third of the speed: its 80 L1 and 64 L2 states do not fit the
-CPU caches). L2-bound sectors are copied into slice order (``_l2_bucket_*``) rather than gathered:
-gathering cost ~60 ns per L2 access in cache misses.
+Parallel scheme: SMs' L1s are independent, and so are L2 slices. Per chunk, the L1 phase runs the
+SMs that have requests in parallel (requests bucketed per SM by a stable counting sort; each SM
+keeps its own counters and writes, per sector, the L2 slice it goes to or -1 for an L1 hit), then
+the L2-bound sectors are bucketed per slice (stable, request by request, so each slice sees its
+sectors in issue order; their L2 keys are built here), then the L2 phase runs slices in parallel,
+each with its own counters. The serial path runs the same per-SM / per-slice order on one thread:
+keeping one cache's state hot while it works is what makes it fast (a single loop in issue order,
+kept as the reference ``_feed_serial``, runs at about a third of the speed: its 80 L1 and 64 L2
+states do not fit the CPU caches). L2-bound sectors are copied into slice order (``_l2_bucket_*``)
+rather than gathered: gathering cost ~60 ns per L2 access in cache misses.
 
 Measured with ``python benchmarks/bench_phases.py`` (vgg16 conv2_2 b1 on v100, one thread, best of 5;
 the 2-core development VM's figures vary by +-20 % between runs; the first two rows with the same
@@ -63,14 +63,15 @@ kernels take one cache's rows (1-D views) * 2.3       0.8     12.4     4.2      
 
 (* medians of six runs of ``bench_phases.py --reps 2``, the two versions alternating, on a day when
 the machine ran slower than on the earlier rows' days; the generator's own speed-up is in
-``traces._generate``). On conv2_2 every L1 lookup is a tag miss that evicts (SMs 0 and 1 checked with
-``simulate_trace``: the layer's A and B rows all fall in one of the 4 sets, about 270 lines per
-k-step of an SM's two CTAs against 192 ways); ``perf`` (cpu-clock samples) puts most of the L1 phase on the loads of the victim's
-record and hash-table neighbourhood, last touched one LRU cycle (768 lookups) earlier: the fewer bytes
-the phase streams per sector, the more of the SM's cache state is still in the CPU's L1d then
-(writing the L2 key there as well: 4 ns more per sector). Tried and not kept: occupancy bits beside
-the hash table, so that a miss skips its table load (L1 phase 16 -> 20 ns: one more array to keep
-hot); table load factor 1/2 (16 -> 19 ns); software prefetch of the next victims (no change).
+``traces._generate``). On conv2_2 every L1 lookup is a tag miss that evicts (SMs 0 and 1 checked
+with ``simulate_trace``: the layer's A and B rows all fall in one of the 4 sets, about 270 lines per
+k-step of an SM's two CTAs against 192 ways); ``perf`` (cpu-clock samples) puts most of the L1 phase
+on the loads of the victim's record and hash-table neighbourhood, last touched one LRU cycle (768
+lookups) earlier: the fewer bytes the phase streams per sector, the more of the SM's cache state is
+still in the CPU's L1d then (writing the L2 key there as well: 4 ns more per sector). Tried and not
+kept: occupancy bits beside the hash table, so that a miss skips its table load (L1 phase 16 -> 20
+ns: one more array to keep hot); table load factor 1/2 (16 -> 19 ns); software prefetch of the next
+victims (no change).
 """
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ from .config import CacheConfig, check_positive_int
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "6ecc8278b49945ec"
+_JIT_DEPS_SHA256 = "031ac67030d8ed9f"
 
 # per-SM L1 counters [sm, operand, k]
 _L1_LD_REQ, _L1_LD_SEC, _L1_LD_HIT, _L1_LD_MISS, _L1_ST_REQ, _L1_ST_SEC = range(6)
