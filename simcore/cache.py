@@ -140,6 +140,12 @@ def _new_bank(config: CacheConfig, count: int):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _cache_rows(bank, c):
+    """Cache ``c``'s rows of a bank: ``(table, rec, sline, lru, last)``, what ``_access`` takes."""
+    return bank[0][c], bank[1][c], bank[2][c], bank[3][c], bank[4][c]
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _set_of(line, sets, kind, sbits):
     if kind == 0:
         return line & (sets - 1)
@@ -260,7 +266,7 @@ def _access(table, rec, sline, lru, last, line, sector, write, sets, ways, kind,
 @njit(cache=True, _nrt=False)
 def _run_trace(bank, geo, addresses, writes, line_shift, sector_shift, sector_mask, out):
     """simulate_trace's loop; ``out`` = [hits, tag misses, read hits, writes, write hits, dirty evictions]."""
-    table, rec, sline, lru, last = bank[0][0], bank[1][0], bank[2][0], bank[3][0], bank[4][0]
+    table, rec, sline, lru, last = _cache_rows(bank, 0)
     sets, ways, kind, sbits, hshift, hmask = geo
     has_writes = writes.shape[0] > 0
     hits = tag_misses = read_hits = nwrites = write_hits = dirty_ev = 0

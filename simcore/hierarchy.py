@@ -82,13 +82,13 @@ import numpy as np
 from numba import njit, prange
 
 from . import metrics as M
-from .cache import _U, _access, _geometry, _new_bank
+from .cache import _U, _access, _cache_rows, _geometry, _new_bank
 from .config import CacheConfig, check_positive_int
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "031ac67030d8ed9f"
+_JIT_DEPS_SHA256 = "f883259e98e1a9b7"
 
 # per-SM L1 counters [sm, operand, k]
 _L1_LD_REQ, _L1_LD_SEC, _L1_LD_HIT, _L1_LD_MISS, _L1_ST_REQ, _L1_ST_SEC = range(6)
@@ -198,7 +198,8 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
         for i in range(first, first + n):
             a = sectors[i]
             if not store:
-                o = _access(l1[0][sm], l1[1][sm], l1[2][sm], l1[3][sm], l1[4][sm], a >> l1_line,
+                table, rec, sline, lru, last = _cache_rows(l1, sm)
+                o = _access(table, rec, sline, lru, last, a >> l1_line,
                             (a >> l1_sec) & l1_mask, False, g1[0], g1[1], g1[2], g1[3], g1[4], g1[5])
                 if o & 3 == 0:
                     l1c[sm, op, 2] += 1
@@ -206,7 +207,8 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
                 l1c[sm, op, 3] += 1
             line = a >> l2_line
             sl = _slice_of(line, slices, xor_hash)
-            _l2_access(l2[0][sl], l2[1][sl], l2[2][sl], l2[3][sl], l2[4][sl], g2, tags[sl], l2c[sl],
+            table, rec, sline, lru, last = _cache_rows(l2, sl)
+            _l2_access(table, rec, sline, lru, last, g2, tags[sl], l2c[sl],
                        _slice_line(line, slices, slice_shift, shifts[6]), (a >> l2_sec) & l2_mask, store, op, spl2)
 
 
@@ -239,7 +241,7 @@ def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, key
     path only: the row is shared), ``hist[0, slice]`` also counts the L2-bound sectors per slice, which
     saves the L2 bucketing its counting pass. Nothing else is written per sector: the L1 phase's
     streamed bytes compete for the CPU's L1d with the SM's cache state (see the module docstring)."""
-    table, rec, sline, lru, last = l1[0][sm], l1[1][sm], l1[2][sm], l1[3][sm], l1[4][sm]
+    table, rec, sline, lru, last = _cache_rows(l1, sm)
     sets, ways, kind, sbits, hshift, hmask = g1[0], g1[1], g1[2], g1[3], g1[4], g1[5]
     l1_line, l1_sec, l1_mask, l2_line = shifts[0], shifts[1], shifts[2], shifts[3]
     for j in range(starts[sm], starts[sm + 1]):
@@ -341,7 +343,7 @@ def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, his
 @njit(cache=True, _nrt=False)
 def _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl):
     """Slice ``sl``'s L2-bound sectors (bucket ``sl`` of ``packed``), in issue order."""
-    table, rec, sline, lru, last = l2[0][sl], l2[1][sl], l2[2][sl], l2[3][sl], l2[4][sl]
+    table, rec, sline, lru, last = _cache_rows(l2, sl)
     tags_sl, counts = tags[sl], l2c[sl]
     for j in range(starts[sl], starts[sl + 1]):
         p = packed[j]

@@ -48,9 +48,10 @@ def test_every_cross_module_kernel_import_is_listed():
     found = set()
     for package in ("simcore", "traces", "analytic", "validation"):
         for path in sorted((ROOT / package).glob("*.py")):
-            if not _has_kernels(path.read_text()):
+            text = path.read_text()
+            if not _has_kernels(text):
                 continue
-            for line in path.read_text().splitlines():
+            for line in text.splitlines():
                 if not (line.startswith("from .") and " import " in line):
                     continue
                 dep = f"{package}/{line.split()[1][1:]}.py"
