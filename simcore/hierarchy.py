@@ -59,6 +59,8 @@ L1 phase writes a 2-byte slice per sector   2.5-3     0.5     15-19    4.2-4.8  
 requests bucketed as one packed 8-byte run  2.4-3     0.7     14-17    3.8-5.0    9.1-12
 same, in alternating runs with the next *   2.5       0.9     16.8     5.0        11.4
 kernels take one cache's rows (1-D views) * 2.3       0.8     12.4     4.2        8.9
+same, in alternating runs with the next **   3.1       0.9     13.4     4.7        11.1
+constant geometry, flat counters, ``_U`` ** 2.8       0.9     11.7     4.3        8.8
 ==========================================  ========  ======  =======  =========  =======
 
 (* medians of six runs of ``bench_phases.py --reps 2``, the two versions alternating, on a day when
@@ -72,6 +74,20 @@ still in the CPU's L1d then (writing the L2 key there as well: 4 ns more per sec
 kept: occupancy bits beside the hash table, so that a miss skips its table load (L1 phase 16 -> 20
 ns: one more array to keep hot); table load factor 1/2 (16 -> 19 ns); software prefetch of the next
 victims (no change).
+
+(** medians of six alternating runs of ``bench_phases.py --reps 2`` on a noisy day: paired ratio of
+the totals 0.67-1.07, median 0.85; best runs 30.0 -> 23.2 ns.) The phases are bound by the number
+of instructions they execute, not by waiting on memory. Counted with ``valgrind --tool=callgrind
+--dump-instr=yes`` on one 1 M-sector chunk of conv2_2 (deterministic, unlike the timings here),
+instructions per L1 load sector, before -> after the last row's change: L1 phase 131 -> 103, L2
+phase 113 -> 84, L2 bucketing 43 -> 31. At ~11 ns per L1 sector, 131 instructions is 3-4 per
+cycle at this CPU's 2.6-3.5 GHz, and a scratch loop that interleaved two SMs' accesses (two
+independent dependency chains for the out-of-order core) was no faster than one SM at a time
+(L1 lookups alone, four alternating runs: 12.9-15.1 ns against 11.1-14.7). The instructions that went: negative-index wraparound code on
+signed indices (now ``_U``), shift amounts, index kind and slice hash read at run time (now
+constants in the common geometry's copy of each loop, see ``_l1_sm`` and ``_l2_slice``), the L2
+geometry re-read from its array at every access, and stride multiplies on the 3-D counter arrays
+(now flat rows).
 """
 from __future__ import annotations
 
@@ -90,11 +106,11 @@ from .config import CacheConfig, check_positive_int
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
 _JIT_DEPS_SHA256 = "f883259e98e1a9b7"
 
-# per-SM L1 counters [sm, operand, k]
+# per-SM L1 counters [sm, operand * 6 + k] (flat rows: no stride multiply in the loops)
 _L1_LD_REQ, _L1_LD_SEC, _L1_LD_HIT, _L1_LD_MISS, _L1_ST_REQ, _L1_ST_SEC = range(6)
 _L1_KEYS = (M.L1_LD_REQUESTS, M.L1_LD_SECTORS, M.L1_LD_HITS, M.L1_LD_MISSES, M.L1_ST_REQUESTS,
             M.L1_ST_SECTORS)
-# per-slice L2 counters [slice, operand, k]
+# per-slice L2 counters [slice, operand * 8 + k]
 _L2_RD, _L2_RD_HIT, _L2_RD_MISS, _L2_WR, _L2_WR_HIT, _L2_WR_MISS, _DRAM_RD, _DRAM_WR = range(8)
 _L2_KEYS = (M.L2_RD_SECTORS, M.L2_RD_HITS, M.L2_RD_MISSES, M.L2_WR_SECTORS, M.L2_WR_HITS,
             M.L2_WR_MISSES, M.DRAM_RD_SECTORS, M.DRAM_WR_SECTORS)
@@ -125,11 +141,11 @@ _VERDICT_USES = 16
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _slice_of(line, slices, xor_hash):
+def _slice_of(line, slices, xor_hash, pow2):
+    """L2 slice of ``line``; ``pow2``: ``slices`` is a power of two (masking instead of a 64-bit
+    division, ~40 cycles). Callers pass constant flags where they can, so the tests fold away."""
     h = line ^ (line >> 7) ^ (line >> 14) if xor_hash else line
-    if slices & (slices - 1) == 0:               # power of two: no 64-bit division (~40 cycles)
-        return h & (slices - 1)
-    return h % slices
+    return h & (slices - 1) if pow2 else h % slices
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -146,11 +162,11 @@ def _slice_line(line, slices, slice_shift, mult):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _l2_access(table, rec, sline, lru, last, g, tags, counts, line, sector, write, op, spl):
-    """Access one L2 slice (its state rows, ``tags`` and ``counts`` rows; ``line``: the key within the
-    slice); update the slice's counters."""
-    r = _access(table, rec, sline, lru, last, line, sector, write,
-                g[0], g[1], g[2], g[3], g[4], g[5])
+def _l2_access(table, rec, sline, lru, last, geo, tags, counts, line, sector, write, op, spl):
+    """Access one L2 slice (its state rows, ``tags`` and ``counts`` rows; ``geo``: the slice geometry as a
+    tuple of scalars, read once per slice so the loop keeps them in registers; ``line``: the key within
+    the slice); update the slice's counters (``counts[op * 8 + k]``, k as in ``_L2_KEYS``)."""
+    r = _access(table, rec, sline, lru, last, line, sector, write, geo[0], geo[1], geo[2], geo[3], geo[4], geo[5])
     outcome = r & 3
     slot = r >> 10
     if outcome == 2:
@@ -158,28 +174,30 @@ def _l2_access(table, rec, sline, lru, last, g, tags, counts, line, sector, writ
         k = 0
         while evicted:                           # dirty sectors of the evicted line go to DRAM
             if evicted & 1:
-                counts[tags[_U(slot * spl + k)], 7] += 1
+                counts[_U(tags[_U(slot * spl + k)] * 8 + 7)] += 1
             evicted >>= 1
             k += 1
+    base = op * 8
     if write:
         tags[_U(slot * spl + sector)] = op
-        counts[op, 3] += 1
-        counts[op, 4 if outcome == 0 else 5] += 1
+        counts[_U(base + 3)] += 1
+        counts[_U(base + (4 if outcome == 0 else 5))] += 1
     else:
-        counts[op, 0] += 1
+        counts[_U(base)] += 1
         if outcome == 0:
-            counts[op, 1] += 1
+            counts[_U(base + 1)] += 1
         else:
-            counts[op, 2] += 1
-            counts[op, 6] += 1
+            counts[_U(base + 2)] += 1
+            counts[_U(base + 6)] += 1
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _count_request(l1c, sm, op, store, n):
-    """A request of ``n`` sectors: one l1tex store or load request and its sectors."""
-    k = 4 if store else 0
-    l1c[sm, op, k] += 1
-    l1c[sm, op, k + 1] += n
+def _count_request(counts, op, store, n):
+    """A request of ``n`` sectors (``counts``: its SM's row of L1 counters): one l1tex store or load
+    request and its sectors."""
+    k = op * 6 + (4 if store else 0)
+    counts[_U(k)] += 1
+    counts[_U(k + 1)] += n
 
 
 @njit(cache=True, _nrt=False)
@@ -194,7 +212,7 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
         store = req_st[r] != 0
         first = req_first[r]
         n = req_count[r]
-        _count_request(l1c, sm, op, store, n)
+        _count_request(l1c[sm], op, store, n)
         for i in range(first, first + n):
             a = sectors[i]
             if not store:
@@ -202,13 +220,13 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
                 o = _access(table, rec, sline, lru, last, a >> l1_line,
                             (a >> l1_sec) & l1_mask, False, g1[0], g1[1], g1[2], g1[3], g1[4], g1[5])
                 if o & 3 == 0:
-                    l1c[sm, op, 2] += 1
+                    l1c[sm, op * 6 + 2] += 1
                     continue
-                l1c[sm, op, 3] += 1
+                l1c[sm, op * 6 + 3] += 1
             line = a >> l2_line
-            sl = _slice_of(line, slices, xor_hash)
+            sl = _slice_of(line, slices, xor_hash, slices & (slices - 1) == 0)
             table, rec, sline, lru, last = _cache_rows(l2, sl)
-            _l2_access(table, rec, sline, lru, last, g2, tags[sl], l2c[sl],
+            _l2_access(table, rec, sline, lru, last, (g2[0], g2[1], g2[2], g2[3], g2[4], g2[5]), tags[sl], l2c[sl],
                        _slice_line(line, slices, slice_shift, shifts[6]), (a >> l2_sec) & l2_mask, store, op, spl2)
 
 
@@ -232,42 +250,64 @@ def _bucket_requests(req_sm, req_op, req_st, req_first, req_count, nsms, starts,
     starts[0] = 0
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_line, l1_sec, l1_mask, l2_line,
+                slices, xor_hash, pow2, kind):
+    """``_l1_sm``'s loop, with the shifts, the slice hash and the L1 index kind as arguments (constants
+    where ``_l1_sm`` passes constants). Indices go through ``_U``: signed ones made Numba emit
+    negative-index wraparound code on every access."""
+    table, rec, sline, lru, last = _cache_rows(l1, sm)
+    sets, ways, sbits, hshift, hmask = g1[0], g1[1], g1[3], g1[4], g1[5]
+    hist0 = hist[0]
+    counts = l1c[sm]
+    for j in range(starts[sm], starts[sm + 1]):
+        q = reqs[_U(j)]
+        op = q & 3
+        first = q >> 20
+        n = (q >> 4) & 0xFFFF
+        store = (q & 4) != 0
+        _count_request(counts, op, store, n)
+        misses = 0
+        for i in range(first, first + n):
+            a = sectors[_U(i)]
+            if not store:
+                o = _access(table, rec, sline, lru, last, a >> l1_line,
+                            (a >> l1_sec) & l1_mask, False, sets, ways, kind, sbits, hshift, hmask)
+                if o & 3 == 0:
+                    keys[_U(i)] = -1
+                    continue
+                misses += 1
+            sl = _slice_of(a >> l2_line, slices, xor_hash, pow2)
+            keys[_U(i)] = sl
+            if count:
+                hist0[_U(sl)] += 1
+        if not store:
+            counts[_U(op * 6 + 2)] += n - misses
+            counts[_U(op * 6 + 3)] += misses
+
+
 @njit(cache=True, _nrt=False)
 def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, count):
     """SM ``sm``'s requests (bucket ``sm`` of ``reqs``, see ``_bucket_requests``) through its L1, in
     issue order.
 
     ``keys[i]`` = the L2 slice sector ``i`` goes to, -1 for an L1 load hit. With ``count`` (serial
-    path only: the row is shared), ``hist[0, slice]`` also counts the L2-bound sectors per slice, which
-    saves the L2 bucketing its counting pass. Nothing else is written per sector: the L1 phase's
-    streamed bytes compete for the CPU's L1d with the SM's cache state (see the module docstring)."""
-    table, rec, sline, lru, last = _cache_rows(l1, sm)
-    sets, ways, kind, sbits, hshift, hmask = g1[0], g1[1], g1[2], g1[3], g1[4], g1[5]
-    l1_line, l1_sec, l1_mask, l2_line = shifts[0], shifts[1], shifts[2], shifts[3]
-    for j in range(starts[sm], starts[sm + 1]):
-        q = reqs[j]
-        op = q & 3
-        first = q >> 20
-        n = (q >> 4) & 0xFFFF
-        store = (q & 4) != 0
-        _count_request(l1c, sm, op, store, n)
-        misses = 0
-        for i in range(first, first + n):
-            a = sectors[i]
-            if not store:
-                o = _access(table, rec, sline, lru, last, a >> l1_line,
-                            (a >> l1_sec) & l1_mask, False, sets, ways, kind, sbits, hshift, hmask)
-                if o & 3 == 0:
-                    keys[i] = -1
-                    continue
-                misses += 1
-            sl = _slice_of(a >> l2_line, slices, xor_hash)
-            keys[i] = sl
-            if count:
-                hist[0, sl] += 1
-        if not store:
-            l1c[sm, op, 2] += n - misses
-            l1c[sm, op, 3] += misses
+    path only: the row is shared), ``hist[0, slice]`` also counts the L2-bound sectors per slice.
+    Nothing else is written per sector: the phase's streamed bytes compete for the CPU's L1d with the
+    SM's cache state (see the module docstring).
+
+    The loop (``_l1_sm_loop``, inlined) is compiled twice: with the common geometry as constants
+    (128-byte lines, 32-byte sectors, linear power-of-two L1 sets, xor slice hash over a power-of-two
+    slice count: v100 and p100 in ``simcore.gpus``) and with everything read at run time. The phase
+    is bound by instruction count, not by memory (see the module docstring), and the constants
+    take the shift and index-kind loads, branches and register spills out of every access."""
+    pow2 = slices & (slices - 1) == 0
+    if (shifts[0] == 7 and shifts[1] == 5 and shifts[2] == 3 and shifts[3] == 7 and xor_hash and pow2
+            and g1[2] == 0):
+        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, True, 0)
+    else:
+        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, shifts[0], shifts[1], shifts[2],
+                    shifts[3], slices, xor_hash, pow2, g1[2])
 
 
 @njit(cache=True, _nrt=False)
@@ -288,15 +328,17 @@ def _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, r0, r1, h
     """Requests ``r0 .. r1 - 1``'s L2-bound sectors, in issue order, to their slices' buckets, as
     (key of the line within its slice) << 8 | is_store << 5 | operand << 3 | sector."""
     l2_line, l2_sec, l2_mask, mult = shifts[3], shifts[4], shifts[5], shifts[6]
+    pos = hist[t]
     for r in range(r0, r1):
-        tail = (req_st[r] << 5) | (req_op[r] << 3)
-        for i in range(req_first[r], req_first[r] + req_count[r]):
-            k = keys[i]
+        tail = (req_st[_U(r)] << 5) | (req_op[_U(r)] << 3)
+        first = req_first[_U(r)]
+        for i in range(first, first + req_count[_U(r)]):
+            k = keys[_U(i)]
             if k >= 0:
-                a = sectors[i]
-                packed[hist[t, k]] = (_slice_line(a >> l2_line, slices, slice_shift, mult) << 8) | tail | (
+                a = sectors[_U(i)]
+                packed[_U(pos[_U(k)])] = (_slice_line(a >> l2_line, slices, slice_shift, mult) << 8) | tail | (
                     (a >> l2_sec) & l2_mask)
-                hist[t, k] += 1
+                pos[_U(k)] += 1
 
 
 @njit(cache=True, _nrt=False)
@@ -342,12 +384,26 @@ def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, his
 
 @njit(cache=True, _nrt=False)
 def _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl):
-    """Slice ``sl``'s L2-bound sectors (bucket ``sl`` of ``packed``), in issue order."""
+    """Slice ``sl``'s L2-bound sectors (bucket ``sl`` of ``packed``), in issue order. The geometry is
+    read into scalars once per slice (read from ``g2`` inside the access, it was re-loaded for every
+    access: LLVM cannot prove the counter stores leave ``g2`` alone), and the loop is compiled with
+    the xor set index (every GPU's L2 in ``simcore.gpus``) as a constant and once generic."""
     table, rec, sline, lru, last = _cache_rows(l2, sl)
     tags_sl, counts = tags[sl], l2c[sl]
-    for j in range(starts[sl], starts[sl + 1]):
-        p = packed[j]
-        _l2_access(table, rec, sline, lru, last, g2, tags_sl, counts, p >> 8, p & 7, (p & 32) != 0, (p >> 3) & 3,
+    if g2[2] == 2:
+        _l2_slice_loop(table, rec, sline, lru, last, (g2[0], g2[1], 2, g2[3], g2[4], g2[5]), tags_sl, counts,
+                       starts[sl], starts[sl + 1], packed, spl)
+    else:
+        _l2_slice_loop(table, rec, sline, lru, last, (g2[0], g2[1], g2[2], g2[3], g2[4], g2[5]), tags_sl, counts,
+                       starts[sl], starts[sl + 1], packed, spl)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _l2_slice_loop(table, rec, sline, lru, last, geo, tags_sl, counts, j0, j1, packed, spl):
+    """``packed[j0:j1]`` through one slice (see ``_l2_slice``)."""
+    for j in range(j0, j1):
+        p = packed[_U(j)]
+        _l2_access(table, rec, sline, lru, last, geo, tags_sl, counts, p >> 8, p & 7, (p & 32) != 0, (p >> 3) & 3,
                    spl)
 
 
@@ -470,8 +526,8 @@ class Hierarchy:
         self._l2 = _new_bank(l2_slice, self.l2_slices)
         self._g2 = np.array(_geometry(l2_slice), np.int64)
         self._tags = np.zeros((self.l2_slices, l2_slice.lines * l2_slice.sectors_per_line), np.uint8)
-        self._l1c = np.zeros((self.sms, 3, 6), np.int64)
-        self._l2c = np.zeros((self.l2_slices, 3, 8), np.int64)
+        self._l1c = np.zeros((self.sms, 3 * 6), np.int64)   # [sm, operand * 6 + k]
+        self._l2c = np.zeros((self.l2_slices, 3 * 8), np.int64)   # [slice, operand * 8 + k]
         shift = lambda x: x.bit_length() - 1  # noqa: E731  (powers of two)
         self._shifts = np.array([shift(l1.line_bytes), shift(l1.sector_bytes), l1.sectors_per_line - 1,
                                  shift(l2_slice.line_bytes), shift(l2_slice.sector_bytes),
@@ -621,8 +677,8 @@ class Hierarchy:
     def metrics(self) -> dict:
         """Counts so far: every key of ``simcore.metrics.METRICS``, totals and per operand."""
         out = {}
-        l1 = self._l1c.sum(axis=0)     # [operand, k]
-        l2 = self._l2c.sum(axis=0)
+        l1 = self._l1c.sum(axis=0).reshape(3, 6)     # [operand, k]
+        l2 = self._l2c.sum(axis=0).reshape(3, 8)
         dirty = _dirty_by_operand(self._l2[1], self._tags, self.l2_slice.sectors_per_line)
         per_op = {}
         for k, key in enumerate(_L1_KEYS):
