@@ -46,21 +46,25 @@ def hierarchies(draw):
 @given(hierarchies(), st.integers(0, 2 ** 32 - 1), st.sampled_from([16, 64, 400]), st.integers(1, 3))
 def test_matches_naive_hierarchy_in_every_mode(geometry, seed, span, chunks):
     rng = np.random.default_rng(seed)
+    chunks = [make_requests(rng, int(rng.integers(0, 120)), geometry["sms"], span,
+                            sector_bytes=geometry["l1"].sector_bytes) for _ in range(chunks)]
+    expected, results = naive_and_every_mode(geometry, chunks)
+    for mode, got in results.items():
+        assert got == expected, mode
+
+
+def naive_and_every_mode(geometry, chunks):
+    """Metrics of NaiveHierarchy and of Hierarchy in each of MODES, all fed the same ``chunks``."""
     naive = NaiveHierarchy(**geometry)
-    sims = []
+    sims = {}
     for mode in MODES:
-        h = Hierarchy(**geometry)
-        h._mode = mode
-        sims.append(h)
-    for _ in range(chunks):
-        chunk = make_requests(rng, int(rng.integers(0, 120)), geometry["sms"], span,
-                              sector_bytes=geometry["l1"].sector_bytes)
+        sims[mode] = Hierarchy(**geometry)
+        sims[mode]._mode = mode
+    for chunk in chunks:
         naive.feed(*chunk)
-        for h in sims:
+        for h in sims.values():
             h.feed(*chunk)
-    expected = naive.metrics()
-    for h in sims:
-        assert h.metrics() == expected, h._mode
+    return naive.metrics(), {mode: h.metrics() for mode, h in sims.items()}
 
 
 def test_matches_naive_on_a_bigger_stream_with_non_power_of_two_slices():
@@ -85,21 +89,11 @@ def test_matches_naive_on_the_specialised_and_the_generic_kernels(sector_bytes):
     geometry = dict(l1=CacheConfig(4 * 6 * 128, 6, 128, sector_bytes), sms=5,
                     l2_slice=CacheConfig(4 * 3 * 128, 3, 128, sector_bytes, "xor"), l2_slices=4,
                     slice_hash="xor")
-    naive = NaiveHierarchy(**geometry)
-    sims = []
-    for mode in MODES:
-        h = Hierarchy(**geometry)
-        h._mode = mode
-        sims.append(h)
-    for _ in range(3):
-        chunk = make_requests(rng, 2000, 5, 1500, sector_bytes=sector_bytes)
-        naive.feed(*chunk)
-        for h in sims:
-            h.feed(*chunk)
-    expected = naive.metrics()
+    chunks = [make_requests(rng, 2000, 5, 1500, sector_bytes=sector_bytes) for _ in range(3)]
+    expected, results = naive_and_every_mode(geometry, chunks)
     assert expected[M.L1_LD_HITS] > 0 and expected[M.L2_RD_HITS] > 0 and expected[M.DRAM_WR_SECTORS] > 0
-    for h in sims:
-        assert h.metrics() == expected, h._mode
+    for mode, got in results.items():
+        assert got == expected, mode
 
 
 # ---- hand-made cases ---------------------------------------------------------------------------
