@@ -80,14 +80,19 @@ the totals 0.67-1.07, median 0.85; best runs 30.0 -> 23.2 ns.) The phases are bo
 of instructions they execute, not by waiting on memory. Counted with ``valgrind --tool=callgrind
 --dump-instr=yes`` on one 1 M-sector chunk of conv2_2 (deterministic, unlike the timings here),
 instructions per L1 load sector, before -> after the last row's change: L1 phase 131 -> 103, L2
-phase 113 -> 84, L2 bucketing 43 -> 31. At ~11 ns per L1 sector, 131 instructions is 3-4 per
+phase 112 -> 84, L2 bucketing 40 -> 31. At ~11 ns per L1 sector, 131 instructions is 3-4 per
 cycle at this CPU's 2.6-3.5 GHz, and a scratch loop that interleaved two SMs' accesses (two
-independent dependency chains for the out-of-order core) was no faster than one SM at a time
-(L1 lookups alone, four alternating runs: 12.9-15.1 ns against 11.1-14.7). The instructions that went: negative-index wraparound code on
-signed indices (now ``_U``), shift amounts, index kind and slice hash read at run time (now
+independent dependency chains for the out-of-order core) was no faster than one SM at a time (L1
+lookups alone, four alternating runs: 12.9-15.1 ns against 11.1-14.7). (Both counts come from code
+Numba compiled under valgrind, in a fresh cache directory.) The instructions that went:
+negative-index wraparound code on signed indices (now ``_U``), shift amounts, index kind and slice
+hash read at run time (now
 constants in the common geometry's copy of each loop, see ``_l1_sm`` and ``_l2_slice``), the L2
 geometry re-read from its array at every access, and stride multiplies on the 3-D counter arrays
-(now flat rows).
+(now flat rows). Tried after it and dropped: the L1 phase writing each L2-bound sector's finished
+L2 key over its address in the (trusted) sector array, so that the L2 bucketing only copies: L2
+bucketing 4.8 -> 3.3 ns, but L1 phase 10.4 -> 14.7 (medians of five alternating runs; paired ratio
+of the totals 1.05, worse).
 """
 from __future__ import annotations
 
