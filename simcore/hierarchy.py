@@ -88,10 +88,10 @@ Numba compiled under valgrind, in a fresh cache directory.) The instructions tha
 negative-index wraparound code on signed indices (now ``_U``), shift amounts, index kind and slice
 hash read at run time (now constants in the common geometry's copy of each loop, see ``_l1_sm``
 and ``_l2_slice``), the L2 geometry re-read from its array at every access, and stride multiplies
-on the 3-D counter arrays (now flat rows). Tried after it and dropped: the L1 phase writing each L2-bound sector's finished
-L2 key over its address in the (trusted) sector array, so that the L2 bucketing only copies: L2
-bucketing 4.8 -> 3.3 ns, but L1 phase 10.4 -> 14.7 (medians of five alternating runs; paired ratio
-of the totals 1.05, worse).
+on the 3-D counter arrays (now flat rows). Tried after it and dropped: the L1 phase writing each
+L2-bound sector's finished L2 key over its address in the (trusted) sector array, so that the L2
+bucketing only copies: L2 bucketing 4.8 -> 3.3 ns, but L1 phase 10.4 -> 14.7 (medians of five
+alternating runs; paired ratio of the totals 1.05, worse).
 """
 from __future__ import annotations
 
