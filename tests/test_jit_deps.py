@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # dependent module -> the files (relative to the repository root) its compiled kernels take code from
 JIT_DEPENDENCIES = {
-    "simcore.hierarchy": ["simcore/cache.py"],
+    "simcore._phases": ["simcore/cache.py"],
     "traces._generate": ["traces/_steps.py", "traces/_layout.py"],
     "traces._steps": ["traces/_layout.py"],
     "analytic._reuse": ["analytic/_counts.py"],

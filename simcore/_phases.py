@@ -1,0 +1,388 @@
+"""The hierarchy's compiled phases (used by ``simcore.hierarchy.Hierarchy``, which documents the
+semantics): bucketing requests by SM, each SM's L1, bucketing the L2-bound sectors by slice, each
+L2 slice, and the single-loop reference ``_feed_serial``. Counters: L1 ``[sm, operand * 6 + k]``,
+L2 ``[slice, operand * 8 + k]``, k as in ``hierarchy._L1_KEYS`` / ``hierarchy._L2_KEYS``.
+
+Parallel scheme: SMs' L1s are independent, and so are L2 slices. Per chunk, the L1 phase runs the
+SMs that have requests in parallel (requests bucketed per SM by a stable counting sort; each SM
+keeps its own counters and writes, per sector, the L2 slice it goes to or -1 for an L1 hit), then
+the L2-bound sectors are bucketed per slice (stable, request by request, so each slice sees its
+sectors in issue order; their L2 keys are built here), then the L2 phase runs slices in parallel,
+each with its own counters. The serial path runs the same per-SM / per-slice order on one thread:
+keeping one cache's state hot while it works is what makes it fast (a single loop in issue order,
+kept as the reference ``_feed_serial``, runs at about a third of the speed: its 80 L1 and 64 L2
+states do not fit the CPU caches). L2-bound sectors are copied into slice order (``_l2_bucket_*``)
+rather than gathered: gathering cost ~60 ns per L2 access in cache misses.
+
+Measured with ``python benchmarks/bench_phases.py`` (vgg16 conv2_2 b1 on v100, one thread, best of 5;
+the 2-core development VM's figures vary by +-20 % between runs; the first two rows with the same
+phase timing in the script that became it), ns per L1 load sector:
+
+==========================================  ========  ======  =======  =========  =======
+state of the code                           generate  bucket  L1       L2 bucket  L2
+==========================================  ========  ======  =======  =========  =======
+int32 cache state, L1 phase writes 12 B     9-11      0.6     23       2-3.5      13.6
+int16 cache state (``simcore.cache``)       9-11      0.6     18       2-3        8.7
+L1 phase writes a 2-byte slice per sector   2.5-3     0.5     15-19    4.2-4.8    9.5-12
+requests bucketed as one packed 8-byte run  2.4-3     0.7     14-17    3.8-5.0    9.1-12
+same, in alternating runs with the next *   2.5       0.9     16.8     5.0        11.4
+kernels take one cache's rows (1-D views) * 2.3       0.8     12.4     4.2        8.9
+same, in alternating runs with the next **   3.1       0.9     13.4     4.7        11.1
+constant geometry, flat counters, ``_U`` ** 2.8       0.9     11.7     4.3        8.8
+==========================================  ========  ======  =======  =========  =======
+
+(* medians of six runs of ``bench_phases.py --reps 2``, the two versions alternating, on a day when
+the machine ran slower than on the earlier rows' days; the generator's own speed-up is in
+``traces._generate``). On conv2_2 every L1 lookup is a tag miss that evicts (SMs 0 and 1 checked
+with ``simulate_trace``: the layer's A and B rows all fall in one of the 4 sets, about 270 lines per
+k-step of an SM's two CTAs against 192 ways); ``perf`` (cpu-clock samples) puts most of the L1 phase
+on the loads of the victim's record and hash-table neighbourhood, last touched one LRU cycle (768
+lookups) earlier: the fewer bytes the phase streams per sector, the more of the SM's cache state is
+still in the CPU's L1d then (writing the L2 key there as well: 4 ns more per sector). Tried and not
+kept: occupancy bits beside the hash table, so that a miss skips its table load (L1 phase 16 -> 20
+ns: one more array to keep hot); table load factor 1/2 (16 -> 19 ns); software prefetch of the next
+victims (no change).
+
+(** medians of six alternating runs of ``bench_phases.py --reps 2`` on a noisy day: paired ratio of
+the totals 0.67-1.07, median 0.85; best runs 30.0 -> 23.2 ns.) The phases are bound by the number
+of instructions they execute, not by waiting on memory. Counted with ``valgrind --tool=callgrind
+--dump-instr=yes`` on one 1 M-sector chunk of conv2_2 (deterministic, unlike the timings here),
+instructions per L1 load sector, before -> after the last row's change: L1 phase 131 -> 103, L2
+phase 112 -> 84, L2 bucketing 40 -> 31. At ~11 ns per L1 sector, 131 instructions is 3-4 per
+cycle at this CPU's 2.6-3.5 GHz, and a scratch loop that interleaved two SMs' accesses (two
+independent dependency chains for the out-of-order core) was no faster than one SM at a time (L1
+lookups alone, four alternating runs: 12.9-15.1 ns against 11.1-14.7). (Both counts come from code
+Numba compiled under valgrind, in a fresh cache directory.) The instructions that went:
+negative-index wraparound code on signed indices (now ``_U``), shift amounts, index kind and slice
+hash read at run time (now constants in the common geometry's copy of each loop, see ``_l1_sm``
+and ``_l2_slice``), the L2 geometry re-read from its array at every access, and stride multiplies
+on the 3-D counter arrays (now flat rows). Tried after it and dropped: the L1 phase writing each
+L2-bound sector's finished L2 key over its address in the (trusted) sector array, so that the L2
+bucketing only copies: L2 bucketing 4.8 -> 3.3 ns, but L1 phase 10.4 -> 14.7 (medians of five
+alternating runs; paired ratio of the totals 1.05, worse).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .cache import _U, _access, _cache_rows
+
+# Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
+# code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
+# the digest after an edit there changes this file too, so no stale compiled kernel survives.
+_JIT_DEPS_SHA256 = "f883259e98e1a9b7"
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _slice_of(line, slices, xor_hash, pow2):
+    """L2 slice of ``line``; ``pow2``: ``slices`` is a power of two (masking instead of a 64-bit
+    division, ~40 cycles). Callers pass constant flags where they can, so the tests fold away."""
+    h = line ^ (line >> 7) ^ (line >> 14) if xor_hash else line
+    return h & (slices - 1) if pow2 else h % slices
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _slice_line(line, slices, slice_shift, mult):
+    """Key of a line within its slice: q = line // slices selects the set; the key adds
+    (line mod slices) * mult (see ``hierarchy._key_mult``) so two lines never share a tag. With a power-of-two slice count and
+    either slice hash, q alone is unique, but with 80 or 160 slices and the xor hash it is not:
+    taking q as the tag made about 1 line in 5 alias another (found by the model's check on a100)."""
+    if slice_shift >= 0:
+        q = line >> slice_shift
+        return q + (line - (q << slice_shift)) * mult
+    q = line // slices
+    return q + (line - q * slices) * mult
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _l2_access(table, rec, sline, lru, last, geo, tags, counts, line, sector, write, op, spl):
+    """Access one L2 slice (its state rows, ``tags`` and ``counts`` rows; ``geo``: the slice geometry as a
+    tuple of scalars, read once per slice so the loop keeps them in registers; ``line``: the key within
+    the slice); update the slice's counters (``counts[op * 8 + k]``, k as in ``hierarchy._L2_KEYS``)."""
+    r = _access(table, rec, sline, lru, last, line, sector, write, geo[0], geo[1], geo[2], geo[3], geo[4], geo[5])
+    outcome = r & 3
+    slot = r >> 10
+    if outcome == 2:
+        evicted = (r >> 2) & 255
+        k = 0
+        while evicted:                           # dirty sectors of the evicted line go to DRAM
+            if evicted & 1:
+                counts[_U(tags[_U(slot * spl + k)] * 8 + 7)] += 1
+            evicted >>= 1
+            k += 1
+    base = op * 8
+    if write:
+        tags[_U(slot * spl + sector)] = op
+        counts[_U(base + 3)] += 1
+        counts[_U(base + (4 if outcome == 0 else 5))] += 1
+    else:
+        counts[_U(base)] += 1
+        if outcome == 0:
+            counts[_U(base + 1)] += 1
+        else:
+            counts[_U(base + 2)] += 1
+            counts[_U(base + 6)] += 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _count_request(counts, op, store, n):
+    """A request of ``n`` sectors (``counts``: its SM's row of L1 counters): one l1tex store or load
+    request and its sectors."""
+    k = op * 6 + (4 if store else 0)
+    counts[_U(k)] += 1
+    counts[_U(k + 1)] += n
+
+
+@njit(cache=True, _nrt=False)
+def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xor_hash,
+                 req_sm, req_op, req_st, req_first, req_count, sectors):
+    """Whole chunk in issue order on one thread (the reference for the parallel path)."""
+    l1_line, l1_sec, l1_mask, l2_line, l2_sec, l2_mask = shifts[0], shifts[1], shifts[2], shifts[3], shifts[4], shifts[5]
+    spl2 = l2_mask + 1
+    for r in range(req_sm.shape[0]):
+        sm = req_sm[r]
+        op = req_op[r]
+        store = req_st[r] != 0
+        first = req_first[r]
+        n = req_count[r]
+        _count_request(l1c[sm], op, store, n)
+        for i in range(first, first + n):
+            a = sectors[i]
+            if not store:
+                table, rec, sline, lru, last = _cache_rows(l1, sm)
+                o = _access(table, rec, sline, lru, last, a >> l1_line,
+                            (a >> l1_sec) & l1_mask, False, g1[0], g1[1], g1[2], g1[3], g1[4], g1[5])
+                if o & 3 == 0:
+                    l1c[sm, op * 6 + 2] += 1
+                    continue
+                l1c[sm, op * 6 + 3] += 1
+            line = a >> l2_line
+            sl = _slice_of(line, slices, xor_hash, slices & (slices - 1) == 0)
+            table, rec, sline, lru, last = _cache_rows(l2, sl)
+            _l2_access(table, rec, sline, lru, last, (g2[0], g2[1], g2[2], g2[3], g2[4], g2[5]), tags[sl], l2c[sl],
+                       _slice_line(line, slices, slice_shift, shifts[6]), (a >> l2_sec) & l2_mask, store, op, spl2)
+
+
+@njit(cache=True, _nrt=False)
+def _bucket_requests(req_sm, req_op, req_st, req_first, req_count, nsms, starts, reqs):
+    """Requests in SM order (stable), each packed as first << 20 | count << 4 | is_store << 2 | operand:
+    the L1 phase then reads one sequential 8-byte stream per SM instead of five arrays through an index
+    (fewer streamed bytes: they compete for the CPU's L1d with the SM's cache state)."""
+    for k in range(nsms + 1):
+        starts[k] = 0
+    for r in range(req_sm.shape[0]):
+        starts[req_sm[r] + 1] += 1
+    for k in range(nsms):
+        starts[k + 1] += starts[k]
+    for r in range(req_sm.shape[0]):
+        k = req_sm[r]
+        reqs[starts[k]] = (req_first[r] << 20) | (req_count[r] << 4) | (req_st[r] << 2) | req_op[r]
+        starts[k] += 1
+    for k in range(nsms, 0, -1):
+        starts[k] = starts[k - 1]
+    starts[0] = 0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_line, l1_sec, l1_mask, l2_line,
+                slices, xor_hash, pow2, kind):
+    """``_l1_sm``'s loop, with the shifts, the slice hash and the L1 index kind as arguments (constants
+    where ``_l1_sm`` passes constants). Indices go through ``_U``: signed ones made Numba emit
+    negative-index wraparound code on every access."""
+    table, rec, sline, lru, last = _cache_rows(l1, sm)
+    sets, ways, sbits, hshift, hmask = g1[0], g1[1], g1[3], g1[4], g1[5]
+    hist0 = hist[0]
+    counts = l1c[sm]
+    for j in range(starts[sm], starts[sm + 1]):
+        q = reqs[_U(j)]
+        op = q & 3
+        first = q >> 20
+        n = (q >> 4) & 0xFFFF
+        store = (q & 4) != 0
+        _count_request(counts, op, store, n)
+        misses = 0
+        for i in range(first, first + n):
+            a = sectors[_U(i)]
+            if not store:
+                o = _access(table, rec, sline, lru, last, a >> l1_line,
+                            (a >> l1_sec) & l1_mask, False, sets, ways, kind, sbits, hshift, hmask)
+                if o & 3 == 0:
+                    keys[_U(i)] = -1
+                    continue
+                misses += 1
+            sl = _slice_of(a >> l2_line, slices, xor_hash, pow2)
+            keys[_U(i)] = sl
+            if count:
+                hist0[_U(sl)] += 1
+        if not store:
+            counts[_U(op * 6 + 2)] += n - misses
+            counts[_U(op * 6 + 3)] += misses
+
+
+@njit(cache=True, _nrt=False)
+def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, count):
+    """SM ``sm``'s requests (bucket ``sm`` of ``reqs``, see ``_bucket_requests``) through its L1, in
+    issue order.
+
+    ``keys[i]`` = the L2 slice sector ``i`` goes to, -1 for an L1 load hit. With ``count`` (serial
+    path only: the row is shared), ``hist[0, slice]`` also counts the L2-bound sectors per slice.
+    Nothing else is written per sector: the phase's streamed bytes compete for the CPU's L1d with the
+    SM's cache state (see the module docstring).
+
+    The loop (``_l1_sm_loop``, inlined) is compiled twice: with the common geometry as constants
+    (128-byte lines, 32-byte sectors, linear power-of-two L1 sets, xor slice hash over a power-of-two
+    slice count: v100 and p100 in ``simcore.gpus``) and with everything read at run time. The phase
+    is bound by instruction count, not by memory (see the module docstring), and the constants
+    take the shift and index-kind loads, branches and register spills out of every access."""
+    pow2 = slices & (slices - 1) == 0
+    if (shifts[0] == 7 and shifts[1] == 5 and shifts[2] == 3 and shifts[3] == 7 and xor_hash and pow2
+            and g1[2] == 0):
+        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, True, 0)
+    else:
+        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, shifts[0], shifts[1], shifts[2],
+                    shifts[3], slices, xor_hash, pow2, g1[2])
+
+
+@njit(cache=True, _nrt=False)
+def _count_part(keys, req_first, req_count, r0, r1, hist, t):
+    """``hist[t, k]`` = L2-bound sectors of slice ``k`` in requests ``r0 .. r1 - 1``."""
+    for k in range(hist.shape[1]):
+        hist[t, k] = 0
+    for r in range(r0, r1):
+        for i in range(req_first[r], req_first[r] + req_count[r]):
+            k = keys[i]
+            if k >= 0:
+                hist[t, k] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, r0, r1, hist, t, packed, shifts,
+                  slices, slice_shift):
+    """Requests ``r0 .. r1 - 1``'s L2-bound sectors, in issue order, to their slices' buckets, as
+    (key of the line within its slice) << 8 | is_store << 5 | operand << 3 | sector."""
+    l2_line, l2_sec, l2_mask, mult = shifts[3], shifts[4], shifts[5], shifts[6]
+    pos = hist[t]
+    for r in range(r0, r1):
+        tail = (req_st[_U(r)] << 5) | (req_op[_U(r)] << 3)
+        first = req_first[_U(r)]
+        for i in range(first, first + req_count[_U(r)]):
+            k = keys[_U(i)]
+            if k >= 0:
+                a = sectors[_U(i)]
+                packed[_U(pos[_U(k)])] = (_slice_line(a >> l2_line, slices, slice_shift, mult) << 8) | tail | (
+                    (a >> l2_sec) & l2_mask)
+                pos[_U(k)] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _offsets(hist, starts):
+    """Bucket starts, and each part's first position in each bucket (in place in ``hist``)."""
+    pos = 0
+    for k in range(hist.shape[1]):
+        starts[k] = pos
+        for t in range(hist.shape[0]):
+            c = hist[t, k]
+            hist[t, k] = pos
+            pos += c
+    starts[hist.shape[1]] = pos
+
+
+@njit(cache=True, _nrt=False)
+def _l2_bucket_counted(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
+                       slices, slice_shift):
+    """Stable bucketing of the L2-bound sectors by slice (serial path; the L1 phase has already counted
+    ``hist[0]``): ``packed[starts[k]:starts[k+1]]`` = slice ``k``'s sectors in issue order. Copying
+    them (rather than indexing the chunk from the slice loop) keeps the L2 phase's reads sequential:
+    gathering from the whole chunk cost about 60 ns per L2 access in cache misses (measured, v100
+    geometry, 1.7 M-sector chunk)."""
+    _offsets(hist, starts)
+    _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, 0, req_op.shape[0], hist, 0, packed,
+                  shifts, slices, slice_shift)
+
+
+@njit(cache=True, parallel=True)
+def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
+                        slices, slice_shift):
+    """``_l2_bucket_counted`` as a parallel stable counting sort over ``hist.shape[0]`` request ranges,
+    each range counting its own row of ``hist``."""
+    n = req_op.shape[0]
+    parts = hist.shape[0]
+    for t in prange(parts):
+        _count_part(keys, req_first, req_count, n * t // parts, n * (t + 1) // parts, hist, t)
+    _offsets(hist, starts)
+    for t in prange(parts):
+        _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, n * t // parts, n * (t + 1) // parts,
+                      hist, t, packed, shifts, slices, slice_shift)
+
+
+@njit(cache=True, _nrt=False)
+def _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl):
+    """Slice ``sl``'s L2-bound sectors (bucket ``sl`` of ``packed``), in issue order. The geometry is
+    read into scalars once per slice (read from ``g2`` inside the access, it was re-loaded for every
+    access: LLVM cannot prove the counter stores leave ``g2`` alone), and the loop is compiled with
+    the xor set index (every GPU's L2 in ``simcore.gpus``) as a constant and once generic."""
+    table, rec, sline, lru, last = _cache_rows(l2, sl)
+    tags_sl, counts = tags[sl], l2c[sl]
+    if g2[2] == 2:
+        _l2_slice_loop(table, rec, sline, lru, last, (g2[0], g2[1], 2, g2[3], g2[4], g2[5]), tags_sl, counts,
+                       starts[sl], starts[sl + 1], packed, spl)
+    else:
+        _l2_slice_loop(table, rec, sline, lru, last, (g2[0], g2[1], g2[2], g2[3], g2[4], g2[5]), tags_sl, counts,
+                       starts[sl], starts[sl + 1], packed, spl)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _l2_slice_loop(table, rec, sline, lru, last, geo, tags_sl, counts, j0, j1, packed, spl):
+    """``packed[j0:j1]`` through one slice (see ``_l2_slice``)."""
+    for j in range(j0, j1):
+        p = packed[_U(j)]
+        _l2_access(table, rec, sline, lru, last, geo, tags_sl, counts, p >> 8, p & 7, (p & 32) != 0, (p >> 3) & 3,
+                   spl)
+
+
+@njit(cache=True, _nrt=False)
+def _l1_phase_serial(l1, g1, l1c, sms, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist):
+    """All SMs in turn; also counts the L2-bound sectors per slice into ``hist[0]``."""
+    for k in range(hist.shape[1]):
+        hist[0, k] = 0
+    for sm in range(sms):
+        _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts,
+               slices, xor_hash, keys, hist, True)
+
+
+@njit(cache=True, parallel=True)
+def _l1_phase_parallel(l1, g1, l1c, order, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist):
+    """The SMs ``order`` lists (those with requests: see ``_busy``) in parallel."""
+    for t in prange(order.shape[0]):
+        _l1_sm(l1, g1, l1c, order[t], starts, reqs, sectors, shifts,
+               slices, xor_hash, keys, hist, False)
+
+
+@njit(cache=True)
+def _l2_phase_serial(l2, g2, tags, l2c, slices, starts, packed, spl):
+    for sl in range(slices):
+        _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl)
+
+
+@njit(cache=True, parallel=True)
+def _l2_phase_parallel(l2, g2, tags, l2c, order, starts, packed, spl):
+    """The slices ``order`` lists (those with sectors: see ``_busy``) in parallel."""
+    for t in prange(order.shape[0]):
+        _l2_slice(l2, g2, tags, l2c, order[t], starts, packed, spl)
+
+
+@njit(cache=True)
+def _dirty_by_operand(rec, tags, spl):
+    """Dirty sectors still in L2 per operand tag."""
+    out = np.zeros(3, np.int64)
+    for c in range(rec.shape[0]):
+        for slot in range(rec.shape[1] // 4):
+            d = (rec[c, slot * 4 + 3] >> 8) & 255
+            k = 0
+            while d:
+                if d & 1:
+                    out[tags[c, slot * spl + k]] += 1
+                d >>= 1
+                k += 1
+    return out
