@@ -140,6 +140,7 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
     """Whole chunk in issue order on one thread (the reference for the parallel path)."""
     l1_line, l1_sec, l1_mask, l2_line, l2_sec, l2_mask = shifts[0], shifts[1], shifts[2], shifts[3], shifts[4], shifts[5]
     spl2 = l2_mask + 1
+    pow2 = slices & (slices - 1) == 0
     for r in range(req_sm.shape[0]):
         sm = req_sm[r]
         op = req_op[r]
@@ -158,7 +159,7 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
                     continue
                 l1c[sm, op * 6 + 3] += 1
             line = a >> l2_line
-            sl = _slice_of(line, slices, xor_hash, slices & (slices - 1) == 0)
+            sl = _slice_of(line, slices, xor_hash, pow2)
             table, rec, sline, lru, last = _cache_rows(l2, sl)
             _l2_access(table, rec, sline, lru, last, (g2[0], g2[1], g2[2], g2[3], g2[4], g2[5]), tags[sl], l2c[sl],
                        _slice_line(line, slices, slice_shift, shifts[6]), (a >> l2_sec) & l2_mask, store, op, spl2)

@@ -22,7 +22,7 @@ from ._steps import (
 # code and constants from _steps.py and _layout.py. tests/test_jit_deps.py checks this digest of
 # them: updating the digest after an edit there changes this file too, so no stale compiled kernel
 # survives.
-_JIT_DEPS_SHA256 = "ab4c7a3fb86d4a56"
+_JIT_DEPS_SHA256 = "66e763d762868e1c"
 
 
 @numba.njit(cache=True, nogil=True)

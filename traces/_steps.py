@@ -25,6 +25,15 @@ _JIT_DEPS_SHA256 = "c5a9679211f30b50"
 #   out:     the 9 RequestChunk buffers (lean: round, cta and kstep of length 0, left unwritten)
 
 @numba.njit(cache=True, inline="always")
+def _close_request(o_first, o_count, nreq, nsec, first, cnt):
+    """Record request ``nreq`` as the ``cnt`` sectors from ``o_sec[first]``; returns the new
+    (request count, sector count)."""
+    o_first[_U(nreq)] = first
+    o_count[_U(nreq)] = cnt
+    return nreq + 1, nsec + cnt
+
+
+@numba.njit(cache=True, inline="always")
 def _insert(sectors, first, cnt, x):
     """Insert sector address x into the sorted, distinct run sectors[first:first+cnt]; return cnt."""
     end = first + cnt
@@ -90,10 +99,7 @@ def _emit_rows(ra, row, nrows, rpw, lo, hi, ssh, o_first, o_count, o_sec, nreq, 
                 x += sb
             last = xe
         if n > nsec:
-            o_first[_U(nreq)] = nsec
-            o_count[_U(nreq)] = n - nsec
-            nreq += 1
-            nsec = n
+            nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, n - nsec)
     return nreq, nsec
 
 
@@ -135,10 +141,7 @@ def _emit_segments(ra, seg_so, seg_lo, seg_hi, seg_start, warps, iters, t_s, ssh
                     cnt = _insert_range(o_sec, first, cnt, a + seg_lo[sg], a + hi, ssh)
                     last = o_sec[first + cnt - 1]
             if cnt > 0:
-                o_first[nreq] = first
-                o_count[nreq] = cnt
-                nreq += 1
-                nsec += cnt
+                nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
     return nreq, nsec
 
 
@@ -360,10 +363,7 @@ def _step_nchw(prm, seg_b_so, seg_b_co, seg_b_start, thr_a, row_hb, row_wb, row_
                 a = XB + (row_base[idx, mi] + kt_off[gi] + h * W + w) * EB
                 cnt = _insert(o_sec, first, cnt, (a >> SSH) << SSH)
             if cnt > 0:
-                o_first[nreq] = first
-                o_count[nreq] = cnt
-                nreq += 1
-                nsec += cnt
+                nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
     q1 = nreq
     # B: contiguous = gk, strided = filters k
     _segment_offsets(seg_b_co, sb_lo, sb_hi, gk0, GK, 0, EB)
@@ -395,10 +395,7 @@ def _stores(prm, row_y, idx, n0, o_first, o_count, o_sec, nreq, nsec):
                     a = YB + (yo + koff) * EB
                     cnt = _insert(o_sec, first, cnt, (a >> SSH) << SSH)
                 if cnt > 0:
-                    o_first[nreq] = first
-                    o_count[nreq] = cnt
-                    nreq += 1
-                    nsec += cnt
+                    nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
         return nreq, nsec
     for mi in range(TM):
         yo = row_y[idx, mi]
@@ -410,8 +407,5 @@ def _stores(prm, row_y, idx, n0, o_first, o_count, o_sec, nreq, nsec):
                 break
             khi = min(klo + 32, n0 + TN, K)
             cnt = _insert_range(o_sec, nsec, 0, YB + (yo + klo) * EB, YB + (yo + khi) * EB - 1, SSH)
-            o_first[nreq] = nsec
-            o_count[nreq] = cnt
-            nreq += 1
-            nsec += cnt
+            nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, cnt)
     return nreq, nsec
