@@ -48,6 +48,8 @@ def make_chunks(layer, g, kernel):
 def replay(chunks, g, kernel, times):
     h = H.Hierarchy.for_gpu(g, kernel.l1_config(g))
     xor_hash = h.slice_hash == "xor"
+    h._maps_cover(max(int(c[-1].max()) + 1 for c in chunks))      # the line -> slot map, one row
+    maps = h._map_rows(1)
 
     def timed(key, fn, *args):
         t0 = time.perf_counter()
@@ -62,11 +64,11 @@ def replay(chunks, g, kernel, times):
         timed("bucket", H._bucket_requests, req_sm, req_op, req_st, req_first, req_count, h.sms, h._starts_sm,
               reqs)
         timed("l1", H._l1_phase_serial, h._l1, h._g1, h._l1c, h.sms, h._starts_sm, reqs, sectors, h._shifts,
-              h.l2_slices, xor_hash, keys, h._hist)
+              h.l2_slices, xor_hash, keys, h._hist, maps)
         timed("l2bucket", H._l2_bucket_counted, keys, sectors, req_op, req_st, req_first, req_count, h._hist,
-              h._starts_slice, packed, h._shifts, h.l2_slices, h._slice_shift)
-        timed("l2", H._l2_phase_serial, h._l2, h._g2, h._tags, h._l2c, h.l2_slices, h._starts_slice, packed,
-              h.l2_slice.sectors_per_line)
+              h._starts_slice, packed, h._shifts, h.l2_slices, h._slice_shift, h._g2)
+        timed("l2", H._l2_phase_serial, h._l2, h.l2_slice.ways, h._tags, h._l2c, h.l2_slices, h._starts_slice,
+              packed, h.l2_slice.sectors_per_line, maps)
     return h.metrics()
 
 

@@ -3,6 +3,17 @@ semantics): bucketing requests by SM, each SM's L1, bucketing the L2-bound secto
 L2 slice, and the single-loop reference ``_feed_serial``. Counters: L1 ``[sm, operand * 6 + k]``,
 L2 ``[slice, operand * 8 + k]``, k as in ``hierarchy._L1_KEYS`` / ``hierarchy._L2_KEYS``.
 
+Line -> slot maps: the bucketed phases find a line's slot with ``cache._access_mapped`` in a plain
+array ``lmap`` indexed by the line (the L2's by its key within the slice, see ``_l2_key_set``),
+instead of a hash table. One cache's run of accesses enters that cache's lines first and clears
+them after (``_map_lines``: a pass over its slots, cheap against the thousands of accesses of a
+chunk), so one map per thread serves all 80 L1s and all L2 slices, and it holds exactly the lines of
+the cache at work: a lookup is one load, a miss two stores, with no hashing, probing or
+backward-shift deletion. The hash tables (still what ``simulate_trace`` and the issue-order
+``_feed_serial`` use) go stale meanwhile; the hierarchy rebuilds them from the slots' lines when it
+goes back to issue order. The map costs 2 bytes per line of the addresses in use (the hierarchy
+bounds it, see ``hierarchy._MAP_MAX_LINES``).
+
 Parallel scheme: SMs' L1s are independent, and so are L2 slices. Per chunk, the L1 phase runs the
 SMs that have requests in parallel (requests bucketed per SM by a stable counting sort; each SM
 keeps its own counters and writes, per sector, the L2 slice it goes to or -1 for an L1 hit), then
@@ -29,6 +40,8 @@ same, in alternating runs with the next *   2.5       0.9     16.8     5.0      
 kernels take one cache's rows (1-D views) * 2.3       0.8     12.4     4.2        8.9
 same, in alternating runs with the next **   3.1       0.9     13.4     4.7        11.1
 constant geometry, flat counters, ``_U`` ** 2.8       0.9     11.7     4.3        8.8
+same, in alternating runs with the next *** 1.9       0.7     9.6      3.5        6.5
+line -> slot maps (``_access_mapped``) ***  2.0       0.8     6.8      3.8        4.7
 ==========================================  ========  ======  =======  =========  =======
 
 (* medians of six runs of ``bench_phases.py --reps 2``, the two versions alternating, on a day when
@@ -60,18 +73,34 @@ on the 3-D counter arrays (now flat rows). Tried after it and dropped: the L1 ph
 L2-bound sector's finished L2 key over its address in the (trusted) sector array, so that the L2
 bucketing only copies: L2 bucketing 4.8 -> 3.3 ns, but L1 phase 10.4 -> 14.7 (medians of five
 alternating runs; paired ratio of the totals 1.05, worse).
+
+(*** medians of four alternating runs of ``bench_phases.py --reps 2`` in a quiet period: all phases
+22.4 -> 18.9 ns, paired ratio of the totals 0.78-0.99, median 0.81; on h100, three runs: 22.4 ->
+18.4 ns, L1 9.2 -> 6.8, L2 6.6 -> 5.0, paired median 0.79. Whole pipeline, ``bench_traces.py``,
+simulate_layer on one thread, two runs alternating with the code before: 54.7 and 48.8 M/s against
+38.8 and 42.8.) The maps were first tried in a ``/tmp`` scratch copy of the L1 phase, in the same
+process as the hash-table phase (identical keys and counters, best of 4-5): conv2_2 9.7 -> 5.8-5.9
+ns, conv1_2 11.1 -> 7.8, conv4_2 11.2 -> 6.8. callgrind, one conv2_2 chunk, instructions per L1 load
+sector: L1 phase 101 -> 80, L2 phase 84 -> 69, L2 bucketing 31 -> 44 (the set index is computed
+there now, and packed with the key, instead of in the L2 phase). The time fell by more than the
+instructions: the hash probe's chain of dependent loads (hash, table, ``sline``) and the
+backward-shift deletion's data-dependent branches went with them. The L2 map is indexed by the
+slice key: q = line // slices where the slice count is a power of two, which keeps one slice's
+entries together; by the line itself (every 64th entry), conv5_1 had run 14 % slower than with the
+hash tables. Tried and not kept: the common geometry as constants in the L2 bucketing (the scatter
+alone 2.8 -> 2.5 ns on conv2_2, in the same process: another compiled copy for ~1.5 %).
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import get_thread_id, njit, prange
 
-from .cache import _U, _access, _cache_rows
+from .cache import _U, _access, _access_mapped, _cache_rows, _set_of
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "f883259e98e1a9b7"
+_JIT_DEPS_SHA256 = "0ee372f89eefd829"
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -82,25 +111,32 @@ def _slice_of(line, slices, xor_hash, pow2):
     return h & (slices - 1) if pow2 else h % slices
 
 
+# The L2 bucketing packs each sector as key << _PACK_LINE | set << 6 | is_store << 5 | operand << 3 |
+# sector (key: see ``_l2_key_set``, at most the line): the bucketed paths run only while every line is
+# below 2**(63 - _PACK_LINE) (the hierarchy's map limit, ``hierarchy._MAP_MAX_LINES``), which leaves
+# 32 bits for the set.
+_PACK_LINE = 38
+
+
 @njit(cache=True, _nrt=False, inline="always")
-def _slice_line(line, slices, slice_shift, mult):
-    """Key of a line within its slice: q = line // slices selects the set; the key adds
-    (line mod slices) * mult (see ``hierarchy._key_mult``) so two lines never share a tag. With a power-of-two slice count and
-    either slice hash, q alone is unique, but with 80 or 160 slices and the xor hash it is not:
-    taking q as the tag made about 1 line in 5 alias another (found by the model's check on a100)."""
+def _l2_key_set(line, slices, slice_shift, sets, kind, sbits):
+    """(key, set) of ``line`` within its L2 slice. The set is the slice's index function of
+    q = line // slices. The key names the line within the slice: q itself for a power-of-two slice
+    count (``slice_shift`` = log2 slices >= 0; unique for either slice hash, whose low bits are an
+    invertible function of line mod slices given q: checked for every line below 2**20 and 1 to 2**14
+    slices), else the line (with 80 slices and the xor hash, q made about 1 line in 5 alias another).
+    The dense q keeps a slice's entries in the line -> slot map close together."""
     if slice_shift >= 0:
         q = line >> slice_shift
-        return q + (line - (q << slice_shift)) * mult
-    q = line // slices
-    return q + (line - q * slices) * mult
+        return q, _set_of(q, sets, kind, sbits)
+    return line, _set_of(line // slices, sets, kind, sbits)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _l2_access(table, rec, sline, lru, last, geo, tags, counts, line, sector, write, op, spl):
-    """Access one L2 slice (its state rows, ``tags`` and ``counts`` rows; ``geo``: the slice geometry as a
-    tuple of scalars, read once per slice so the loop keeps them in registers; ``line``: the key within
-    the slice); update the slice's counters (``counts[op * 8 + k]``, k as in ``hierarchy._L2_KEYS``)."""
-    r = _access(table, rec, sline, lru, last, line, sector, write, geo[0], geo[1], geo[2], geo[3], geo[4], geo[5])
+def _l2_count(r, tags, counts, sector, write, op, spl):
+    """Count one L2 access with ``_access``'s result ``r`` in its slice's counters (``counts[op * 8 + k]``,
+    k as in ``hierarchy._L2_KEYS``); ``tags``: the slice's operand tag per sector (for the DRAM writes
+    of evicted dirty sectors)."""
     outcome = r & 3
     slot = r >> 10
     if outcome == 2:
@@ -126,6 +162,15 @@ def _l2_access(table, rec, sline, lru, last, geo, tags, counts, line, sector, wr
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _map_lines(lmap, sline, on):
+    """Enter (``on``) or clear every line one cache holds in the shared line -> slot map ``lmap``."""
+    for slot in range(sline.shape[0]):
+        line = sline[_U(slot)]
+        if line >= 0:
+            lmap[_U(line)] = slot if on else -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _count_request(counts, op, store, n):
     """A request of ``n`` sectors (``counts``: its SM's row of L1 counters): one l1tex store or load
     request and its sectors."""
@@ -137,7 +182,9 @@ def _count_request(counts, op, store, n):
 @njit(cache=True, _nrt=False)
 def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xor_hash,
                  req_sm, req_op, req_st, req_first, req_count, sectors):
-    """Whole chunk in issue order on one thread (the reference for the parallel path)."""
+    """Whole chunk in issue order on one thread (the reference for the bucketed paths), with the hash
+    tables (``_access``): for address ranges beyond the bucketed paths' line -> slot map. Within a
+    slice a line is cached under the key of ``_l2_key_set``."""
     l1_line, l1_sec, l1_mask, l2_line, l2_sec, l2_mask = shifts[0], shifts[1], shifts[2], shifts[3], shifts[4], shifts[5]
     spl2 = l2_mask + 1
     pow2 = slices & (slices - 1) == 0
@@ -152,8 +199,9 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
             a = sectors[i]
             if not store:
                 table, rec, sline, lru, last = _cache_rows(l1, sm)
-                o = _access(table, rec, sline, lru, last, a >> l1_line,
-                            (a >> l1_sec) & l1_mask, False, g1[0], g1[1], g1[2], g1[3], g1[4], g1[5])
+                line = a >> l1_line
+                o = _access(table, rec, sline, lru, last, line, _set_of(line, g1[0], g1[2], g1[3]),
+                            (a >> l1_sec) & l1_mask, False, g1[1], g1[4], g1[5])
                 if o & 3 == 0:
                     l1c[sm, op * 6 + 2] += 1
                     continue
@@ -161,8 +209,10 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
             line = a >> l2_line
             sl = _slice_of(line, slices, xor_hash, pow2)
             table, rec, sline, lru, last = _cache_rows(l2, sl)
-            _l2_access(table, rec, sline, lru, last, (g2[0], g2[1], g2[2], g2[3], g2[4], g2[5]), tags[sl], l2c[sl],
-                       _slice_line(line, slices, slice_shift, shifts[6]), (a >> l2_sec) & l2_mask, store, op, spl2)
+            sector = (a >> l2_sec) & l2_mask
+            key, s = _l2_key_set(line, slices, slice_shift, g2[0], g2[2], g2[3])
+            o = _access(table, rec, sline, lru, last, key, s, sector, store, g2[1], g2[4], g2[5])
+            _l2_count(o, tags[sl], l2c[sl], sector, store, op, spl2)
 
 
 @njit(cache=True, _nrt=False)
@@ -187,14 +237,15 @@ def _bucket_requests(req_sm, req_op, req_st, req_first, req_count, nsms, starts,
 
 @njit(cache=True, _nrt=False, inline="always")
 def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_line, l1_sec, l1_mask, l2_line,
-                slices, xor_hash, pow2, kind):
+                slices, xor_hash, pow2, kind, lmap):
     """``_l1_sm``'s loop, with the shifts, the slice hash and the L1 index kind as arguments (constants
     where ``_l1_sm`` passes constants). Indices go through ``_U``: signed ones made Numba emit
     negative-index wraparound code on every access."""
     table, rec, sline, lru, last = _cache_rows(l1, sm)
-    sets, ways, sbits, hshift, hmask = g1[0], g1[1], g1[3], g1[4], g1[5]
+    sets, ways, sbits = g1[0], g1[1], g1[3]
     hist0 = hist[0]
     counts = l1c[sm]
+    _map_lines(lmap, sline, True)
     for j in range(starts[sm], starts[sm + 1]):
         q = reqs[_U(j)]
         op = q & 3
@@ -206,8 +257,9 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
         for i in range(first, first + n):
             a = sectors[_U(i)]
             if not store:
-                o = _access(table, rec, sline, lru, last, a >> l1_line,
-                            (a >> l1_sec) & l1_mask, False, sets, ways, kind, sbits, hshift, hmask)
+                line = a >> l1_line
+                o = _access_mapped(lmap, rec, sline, lru, last, line, _set_of(line, sets, kind, sbits),
+                                   (a >> l1_sec) & l1_mask, False, ways)
                 if o & 3 == 0:
                     keys[_U(i)] = -1
                     continue
@@ -219,10 +271,11 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
         if not store:
             counts[_U(op * 6 + 2)] += n - misses
             counts[_U(op * 6 + 3)] += misses
+    _map_lines(lmap, sline, False)
 
 
 @njit(cache=True, _nrt=False)
-def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, count):
+def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, count, lmap):
     """SM ``sm``'s requests (bucket ``sm`` of ``reqs``, see ``_bucket_requests``) through its L1, in
     issue order.
 
@@ -238,15 +291,19 @@ def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, key
     generic copy, medians of four alternating runs), and with everything read at run time. The phase
     is bound by instruction count, not by memory (see the module docstring), and the constants
     take the shift and index-kind loads, branches and register spills out of every access."""
+    if starts[sm] == starts[sm + 1]:
+        return
     pow2 = slices & (slices - 1) == 0
     common = shifts[0] == 7 and shifts[1] == 5 and shifts[2] == 3 and shifts[3] == 7 and xor_hash and g1[2] == 0
     if common and pow2:
-        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, True, 0)
+        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, True, 0,
+                    lmap)
     elif common:
-        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, False, 0)
+        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, False, 0,
+                    lmap)
     else:
         _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, shifts[0], shifts[1], shifts[2],
-                    shifts[3], slices, xor_hash, pow2, g1[2])
+                    shifts[3], slices, xor_hash, pow2, g1[2], lmap)
 
 
 @njit(cache=True, _nrt=False)
@@ -263,10 +320,11 @@ def _count_part(keys, req_first, req_count, r0, r1, hist, t):
 
 @njit(cache=True, _nrt=False)
 def _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, r0, r1, hist, t, packed, shifts,
-                  slices, slice_shift):
+                  slices, slice_shift, g2):
     """Requests ``r0 .. r1 - 1``'s L2-bound sectors, in issue order, to their slices' buckets, as
-    (key of the line within its slice) << 8 | is_store << 5 | operand << 3 | sector."""
-    l2_line, l2_sec, l2_mask, mult = shifts[3], shifts[4], shifts[5], shifts[6]
+    key << _PACK_LINE | set << 6 | is_store << 5 | operand << 3 | sector (see ``_l2_key_set``)."""
+    l2_line, l2_sec, l2_mask = shifts[3], shifts[4], shifts[5]
+    sets, kind, sbits = g2[0], g2[2], g2[3]
     pos = hist[t]
     for r in range(r0, r1):
         tail = (req_st[_U(r)] << 5) | (req_op[_U(r)] << 3)
@@ -275,8 +333,8 @@ def _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, r0, r1, h
             k = keys[_U(i)]
             if k >= 0:
                 a = sectors[_U(i)]
-                packed[_U(pos[_U(k)])] = (_slice_line(a >> l2_line, slices, slice_shift, mult) << 8) | tail | (
-                    (a >> l2_sec) & l2_mask)
+                key, s = _l2_key_set(a >> l2_line, slices, slice_shift, sets, kind, sbits)
+                packed[_U(pos[_U(k)])] = (key << _PACK_LINE) | (s << 6) | tail | ((a >> l2_sec) & l2_mask)
                 pos[_U(k)] += 1
 
 
@@ -295,7 +353,7 @@ def _offsets(hist, starts):
 
 @njit(cache=True, _nrt=False)
 def _l2_bucket_counted(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
-                       slices, slice_shift):
+                       slices, slice_shift, g2):
     """Stable bucketing of the L2-bound sectors by slice (serial path; the L1 phase has already counted
     ``hist[0]``): ``packed[starts[k]:starts[k+1]]`` = slice ``k``'s sectors in issue order. Copying
     them (rather than indexing the chunk from the slice loop) keeps the L2 phase's reads sequential:
@@ -303,12 +361,12 @@ def _l2_bucket_counted(keys, sectors, req_op, req_st, req_first, req_count, hist
     geometry, 1.7 M-sector chunk)."""
     _offsets(hist, starts)
     _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, 0, req_op.shape[0], hist, 0, packed,
-                  shifts, slices, slice_shift)
+                  shifts, slices, slice_shift, g2)
 
 
 @njit(cache=True, parallel=True)
 def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
-                        slices, slice_shift):
+                        slices, slice_shift, g2):
     """``_l2_bucket_counted`` as a parallel stable counting sort over ``hist.shape[0]`` request ranges,
     each range counting its own row of ``hist``."""
     n = req_op.shape[0]
@@ -318,63 +376,59 @@ def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, his
     _offsets(hist, starts)
     for t in prange(parts):
         _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, n * t // parts, n * (t + 1) // parts,
-                      hist, t, packed, shifts, slices, slice_shift)
+                      hist, t, packed, shifts, slices, slice_shift, g2)
 
 
 @njit(cache=True, _nrt=False)
-def _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl):
-    """Slice ``sl``'s L2-bound sectors (bucket ``sl`` of ``packed``), in issue order. The geometry is
-    read into scalars once per slice (read from ``g2`` inside the access, it was re-loaded for every
-    access: LLVM cannot prove the counter stores leave ``g2`` alone), and the loop is compiled with
-    the xor set index (every GPU's L2 in ``simcore.gpus``) as a constant and once generic."""
+def _l2_slice(l2, ways, tags, l2c, sl, starts, packed, spl, lmap):
+    """Slice ``sl``'s L2-bound sectors (bucket ``sl`` of ``packed``, each with its key and its set, see
+    ``_scatter_part``), in issue order, through ``_access_mapped``."""
+    if starts[sl] == starts[sl + 1]:
+        return
     table, rec, sline, lru, last = _cache_rows(l2, sl)
     tags_sl, counts = tags[sl], l2c[sl]
-    if g2[2] == 2:
-        _l2_slice_loop(table, rec, sline, lru, last, (g2[0], g2[1], 2, g2[3], g2[4], g2[5]), tags_sl, counts,
-                       starts[sl], starts[sl + 1], packed, spl)
-    else:
-        _l2_slice_loop(table, rec, sline, lru, last, (g2[0], g2[1], g2[2], g2[3], g2[4], g2[5]), tags_sl, counts,
-                       starts[sl], starts[sl + 1], packed, spl)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _l2_slice_loop(table, rec, sline, lru, last, geo, tags_sl, counts, j0, j1, packed, spl):
-    """``packed[j0:j1]`` through one slice (see ``_l2_slice``)."""
-    for j in range(j0, j1):
+    _map_lines(lmap, sline, True)
+    set_mask = (1 << (_PACK_LINE - 6)) - 1
+    for j in range(starts[sl], starts[sl + 1]):
         p = packed[_U(j)]
-        _l2_access(table, rec, sline, lru, last, geo, tags_sl, counts, p >> 8, p & 7, (p & 32) != 0, (p >> 3) & 3,
-                   spl)
+        sector = p & 7
+        write = (p & 32) != 0
+        o = _access_mapped(lmap, rec, sline, lru, last, p >> _PACK_LINE, (p >> 6) & set_mask, sector, write, ways)
+        _l2_count(o, tags_sl, counts, sector, write, (p >> 3) & 3, spl)
+    _map_lines(lmap, sline, False)
 
 
 @njit(cache=True, _nrt=False)
-def _l1_phase_serial(l1, g1, l1c, sms, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist):
-    """All SMs in turn; also counts the L2-bound sectors per slice into ``hist[0]``."""
+def _l1_phase_serial(l1, g1, l1c, sms, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, maps):
+    """All SMs in turn; also counts the L2-bound sectors per slice into ``hist[0]``. ``maps[0]``: the
+    line -> slot map, -1 everywhere (and again on return)."""
     for k in range(hist.shape[1]):
         hist[0, k] = 0
     for sm in range(sms):
         _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts,
-               slices, xor_hash, keys, hist, True)
+               slices, xor_hash, keys, hist, True, maps[0])
 
 
 @njit(cache=True, parallel=True)
-def _l1_phase_parallel(l1, g1, l1c, order, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist):
-    """The SMs ``order`` lists (those with requests: see ``_busy``) in parallel."""
+def _l1_phase_parallel(l1, g1, l1c, order, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, maps):
+    """The SMs ``order`` lists (those with requests: see ``_busy``) in parallel, each thread with its
+    own row of ``maps``."""
     for t in prange(order.shape[0]):
         _l1_sm(l1, g1, l1c, order[t], starts, reqs, sectors, shifts,
-               slices, xor_hash, keys, hist, False)
+               slices, xor_hash, keys, hist, False, maps[get_thread_id()])
 
 
 @njit(cache=True)
-def _l2_phase_serial(l2, g2, tags, l2c, slices, starts, packed, spl):
+def _l2_phase_serial(l2, ways, tags, l2c, slices, starts, packed, spl, maps):
     for sl in range(slices):
-        _l2_slice(l2, g2, tags, l2c, sl, starts, packed, spl)
+        _l2_slice(l2, ways, tags, l2c, sl, starts, packed, spl, maps[0])
 
 
 @njit(cache=True, parallel=True)
-def _l2_phase_parallel(l2, g2, tags, l2c, order, starts, packed, spl):
+def _l2_phase_parallel(l2, ways, tags, l2c, order, starts, packed, spl, maps):
     """The slices ``order`` lists (those with sectors: see ``_busy``) in parallel."""
     for t in prange(order.shape[0]):
-        _l2_slice(l2, g2, tags, l2c, order[t], starts, packed, spl)
+        _l2_slice(l2, ways, tags, l2c, order[t], starts, packed, spl, maps[get_thread_id()])
 
 
 @njit(cache=True)

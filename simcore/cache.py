@@ -37,6 +37,13 @@ six runs alternating with the code before the change, ns per L1 load sector, med
   cache needs neither a hash probe nor an LRU update (the line is already its set's MRU). Sector
   streams touch the sectors of a line back to back, so this is a common case.
 
+The hierarchy's bucketed phases use ``_access_mapped`` instead: the same slots, records and LRU
+lists, but the line's slot comes from an exact line -> slot map that the caller fills for the one
+cache at work (see ``simcore._phases``), so a lookup is one load and a miss two stores, with no
+hash, probe or backward-shift deletion. Both share the list and sector code (``_allocate``,
+``_install``, ``_to_front``, ``_sector_access``); ``_rebuild_tables`` refills the hash tables from
+the slots' lines when a hierarchy goes back to ``_access``.
+
 Measured (2-core AMD EPYC development VM, benchmarks/bench_simcore.py, conv-like stream, 128 KB
 256-way cache, 1.7 M lookups; the machine was shared, numbers +-20 %): a scan-and-shift MRU array
 gets ~17 M lookups/s (DESIGN section 8). Passing the bank tuple into NRT-enabled kernels: 11 M/s
@@ -178,30 +185,26 @@ def _ht_delete(table, rec, sline, i, hshift, hmask):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _tag_miss(table, rec, sline, lru, last, line, bit, write, s, p, ways, hshift, hmask):
-    """Allocate ``line`` in set ``s`` (evicting its LRU line if full); ``p``: empty table position
-    where the lookup of ``line`` ended. Returns slot << 10 | evicted dirty mask << 2 | TAG_MISS."""
-    evicted = 0
+def _allocate(rec, lru, s, ways):
+    """A slot of set ``s`` for a new line: the set's next unused slot, else its LRU slot, unlinked
+    from the list. Returns (slot, the evicted line's dirty sector mask, whether a line was evicted)."""
     used = lru[_U(s * 3 + 2)]
     if used < ways:
-        slot = s * ways + used
         lru[_U(s * 3 + 2)] = used + 1
-        table[_U(p)] = slot
-        rec[_U(slot * 4 + 2)] = p
+        return s * ways + used, 0, False
+    slot = lru[_U(s * 3 + 1)]
+    t = rec[_U(slot * 4 + 0)]
+    lru[_U(s * 3 + 1)] = t
+    if t >= 0:
+        rec[_U(t * 4 + 1)] = -1
     else:
-        slot = lru[_U(s * 3 + 1)]
-        evicted = (rec[_U(slot * 4 + 3)] >> 8) & 255
-        old = rec[_U(slot * 4 + 2)]
-        table[_U(p)] = slot               # insert before deleting: p stays valid, no re-probe
-        rec[_U(slot * 4 + 2)] = p
-        sline[_U(slot)] = line
-        _ht_delete(table, rec, sline, old, hshift, hmask)
-        t = rec[_U(slot * 4 + 0)]
-        lru[_U(s * 3 + 1)] = t
-        if t >= 0:
-            rec[_U(t * 4 + 1)] = -1
-        else:
-            lru[_U(s * 3 + 0)] = -1
+        lru[_U(s * 3 + 0)] = -1
+    return slot, (rec[_U(slot * 4 + 3)] >> 8) & 255, True
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _install(rec, lru, sline, last, slot, s, line, bit, write):
+    """Put ``line`` in the unlinked ``slot`` as its set's MRU line, with only sector ``bit`` valid."""
     h = lru[_U(s * 3 + 0)]
     rec[_U(slot * 4 + 0)] = -1
     rec[_U(slot * 4 + 1)] = h
@@ -214,12 +217,44 @@ def _tag_miss(table, rec, sline, lru, last, line, bit, write, s, p, ways, hshift
     rec[_U(slot * 4 + 3)] = bit | (bit << 8) if write else bit
     last[0] = line
     last[1] = slot
-    return (slot << 10) | (evicted << 2) | 2
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _access(table, rec, sline, lru, last, line, sector, write, sets, ways, kind, sbits, hshift, hmask):
-    """One sector access of one cache (its rows of a bank's arrays): returns
+def _to_front(rec, lru, last, slot, s, line):
+    """Move the resident ``line`` (in ``slot``) to the front of its set's LRU list."""
+    h = lru[_U(s * 3 + 0)]
+    if h != slot:                            # unlink, push to the front of the set's LRU list
+        p = rec[_U(slot * 4 + 0)]
+        n = rec[_U(slot * 4 + 1)]
+        rec[_U(p * 4 + 1)] = n
+        if n >= 0:
+            rec[_U(n * 4 + 0)] = p
+        else:
+            lru[_U(s * 3 + 1)] = p
+        rec[_U(slot * 4 + 0)] = -1
+        rec[_U(slot * 4 + 1)] = h
+        rec[_U(h * 4 + 0)] = slot
+        lru[_U(s * 3 + 0)] = slot
+    last[0] = line
+    last[1] = slot
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _sector_access(rec, slot, bit, write):
+    """The sector ``bit`` of the resident line in ``slot``: slot << 10 | HIT or SECTOR_MISS."""
+    v = rec[_U(slot * 4 + 3)]
+    if write:
+        v |= bit << 8
+    if v & bit:
+        rec[_U(slot * 4 + 3)] = v
+        return slot << 10
+    rec[_U(slot * 4 + 3)] = v | bit
+    return (slot << 10) | 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _access(table, rec, sline, lru, last, line, s, sector, write, ways, hshift, hmask):
+    """One sector access of one cache (its rows of a bank's arrays; ``s``: the set of ``line``): returns
     slot << 10 | evicted dirty mask << 2 | outcome.
 
     The bank's arrays are passed one by one and the kernels run without Numba's reference counting
@@ -235,32 +270,62 @@ def _access(table, rec, sline, lru, last, line, sector, write, sets, ways, kind,
             if slot < 0 or sline[_U(slot)] == line:
                 break
             i = (i + 1) & hmask
-        s = _set_of(line, sets, kind, sbits)
-        if slot < 0:
-            return _tag_miss(table, rec, sline, lru, last, line, bit, write, s, i, ways, hshift, hmask)
-        h = lru[_U(s * 3 + 0)]
-        if h != slot:                            # unlink, push to the front of the set's LRU list
-            p = rec[_U(slot * 4 + 0)]
-            n = rec[_U(slot * 4 + 1)]
-            rec[_U(p * 4 + 1)] = n
-            if n >= 0:
-                rec[_U(n * 4 + 0)] = p
+        if slot < 0:                          # tag miss; i: the empty position the lookup ended on
+            slot, evicted, full = _allocate(rec, lru, s, ways)
+            if full:
+                old = rec[_U(slot * 4 + 2)]
+                table[_U(i)] = slot           # insert before deleting: i stays valid, no re-probe
+                rec[_U(slot * 4 + 2)] = i
+                sline[_U(slot)] = line
+                _ht_delete(table, rec, sline, old, hshift, hmask)
             else:
-                lru[_U(s * 3 + 1)] = p
-            rec[_U(slot * 4 + 0)] = -1
-            rec[_U(slot * 4 + 1)] = h
-            rec[_U(h * 4 + 0)] = slot
-            lru[_U(s * 3 + 0)] = slot
-        last[0] = line
-        last[1] = slot
-    v = rec[_U(slot * 4 + 3)]
-    if write:
-        v |= bit << 8
-    if v & bit:
-        rec[_U(slot * 4 + 3)] = v
-        return slot << 10
-    rec[_U(slot * 4 + 3)] = v | bit
-    return (slot << 10) | 1
+                table[_U(i)] = slot
+                rec[_U(slot * 4 + 2)] = i
+            _install(rec, lru, sline, last, slot, s, line, bit, write)
+            return (slot << 10) | (evicted << 2) | 2
+        _to_front(rec, lru, last, slot, s, line)
+    return _sector_access(rec, slot, bit, write)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _access_mapped(lmap, rec, sline, lru, last, line, s, sector, write, ways):
+    """``_access`` with an exact map instead of the hash table: ``lmap[line]`` is the slot of every
+    line this cache holds and -1 for every other (the hierarchy fills it from ``sline`` before a run
+    of one cache's accesses and clears it after, see ``simcore._phases``). No hashing, probing or
+    backward-shift deletion; the hash table and the table positions in ``rec`` are left stale."""
+    bit = 1 << sector
+    if last[0] == line:
+        slot = last[1]
+    else:
+        slot = lmap[_U(line)]
+        if slot < 0:
+            slot, evicted, full = _allocate(rec, lru, s, ways)
+            if full:
+                lmap[_U(sline[_U(slot)])] = -1
+            lmap[_U(line)] = slot
+            _install(rec, lru, sline, last, slot, s, line, bit, write)
+            return (slot << 10) | (evicted << 2) | 2
+        _to_front(rec, lru, last, slot, s, line)
+    return _sector_access(rec, slot, bit, write)
+
+
+@njit(cache=True, _nrt=False)
+def _rebuild_tables(bank, geo):
+    """Refill every cache's hash table (and the table positions in ``rec``) from ``sline``: the
+    hierarchy calls it before an ``_access`` run that follows ``_access_mapped`` runs."""
+    table, rec, sline = bank[0], bank[1], bank[2]
+    hshift, hmask = geo[4], geo[5]
+    for c in range(table.shape[0]):
+        table[c, :] = -1
+        for slot in range(sline.shape[1]):
+            line = sline[c, slot]
+            if line < 0:
+                continue
+            i = ((line * _HASH_MUL) >> hshift) & hmask
+            while table[c, i] >= 0:
+                i = (i + 1) & hmask
+            table[c, i] = slot
+            rec[c, slot * 4 + 2] = i
 
 
 @njit(cache=True, _nrt=False)
@@ -273,8 +338,9 @@ def _run_trace(bank, geo, addresses, writes, line_shift, sector_shift, sector_ma
     for i in range(addresses.shape[0]):
         a = addresses[i]
         w = has_writes and writes[i]
-        r = _access(table, rec, sline, lru, last, a >> line_shift, (a >> sector_shift) & sector_mask, w,
-                    sets, ways, kind, sbits, hshift, hmask)
+        line = a >> line_shift
+        r = _access(table, rec, sline, lru, last, line, _set_of(line, sets, kind, sbits), (a >> sector_shift) & sector_mask,
+                    w, ways, hshift, hmask)
         outcome = r & 3
         if outcome == 0:
             hits += 1

@@ -5,10 +5,9 @@ API
 ``Hierarchy(l1, sms, l2_slice, l2_slices, slice_hash="xor")``
     ``sms`` L1 caches of geometry ``l1`` (a ``CacheConfig``) and ``l2_slices`` L2 slices of geometry
     ``l2_slice``; ``slice_hash`` picks the slice of a line: ``"linear"``: ``line mod slices``;
-    ``"xor"``: ``(line ^ line >> 7 ^ line >> 14) mod slices``. Within its slice a line is cached
-    under a key that is unique per line and whose set (the slice's own index function) is that of
-    ``line // slices``: ``line // slices + (line mod slices) * mult``, mult >= 2**40 (see ``_key_mult``). Both
-    levels must use the same sector size. All caches start empty.
+    ``"xor"``: ``(line ^ line >> 7 ^ line >> 14) mod slices``. Within its slice a line's set is the
+    slice's own index function of ``line // slices``. Both levels must use the same sector size. All
+    caches start empty.
 ``Hierarchy.for_gpu(gpu, l1_config)``
     The L2 of ``gpu`` (``gpu.l2_slice_config()``, ``gpu.l2_slices``, ``gpu.l2_index``) with ``gpu.sms``
     L1s of geometry ``l1_config`` (e.g. ``gpu.l1_config(ctas_per_sm, smem_per_cta)``).
@@ -19,7 +18,11 @@ API
     multiples of the sector size). Loads look up L1[sm] once per sector; misses go to L2 as reads.
     Stores are write-through, no-allocate: they leave L1 untouched and go to L2 as writes
     (write-back, write-allocate without fetch: the sector becomes valid and dirty).
-    Arrays may be reused by the caller after the call. Memory use is the cache state plus O(chunk).
+    Arrays may be reused by the caller after the call. Memory use is the cache state plus O(chunk)
+    plus, per Numba thread, a line -> slot map of 2 bytes (4 for caches of over 8192 lines) per line
+    below the highest address fed so far (e.g. 0.2 MB for vgg16 conv2_2 at batch 1, 13 MB for conv1_2
+    at batch 32), up to ``_MAP_MAX_LINES`` lines; a chunk that reaches above that switches the
+    hierarchy to hash tables in issue order for good (``_feed_serial``: same counts, ~3x slower).
 ``h._feed_unchecked(...)``
     ``feed`` minus the argument checks, for the trusted stream generator of ``traces.simulate_layer``
     (arrays already of the checked dtypes and ranges; see the method).
@@ -45,9 +48,10 @@ import numba
 import numpy as np
 
 from . import metrics as M
-from ._phases import (_bucket_requests, _dirty_by_operand, _feed_serial, _l1_phase_parallel, _l1_phase_serial,
-                      _l2_bucket_counted, _l2_bucket_parallel, _l2_phase_parallel, _l2_phase_serial)
-from .cache import _geometry, _new_bank
+from ._phases import (_PACK_LINE, _bucket_requests, _dirty_by_operand, _feed_serial, _l1_phase_parallel,
+                      _l1_phase_serial, _l2_bucket_counted, _l2_bucket_parallel, _l2_phase_parallel,
+                      _l2_phase_serial)
+from .cache import _geometry, _new_bank, _rebuild_tables
 from .config import CacheConfig, check_positive_int
 
 # per-SM L1 counters [sm, operand * 6 + k] (flat rows: no stride multiply in the loops)
@@ -59,18 +63,16 @@ _L2_RD, _L2_RD_HIT, _L2_RD_MISS, _L2_WR, _L2_WR_HIT, _L2_WR_MISS, _DRAM_RD, _DRA
 _L2_KEYS = (M.L2_RD_SECTORS, M.L2_RD_HITS, M.L2_RD_MISSES, M.L2_WR_SECTORS, M.L2_WR_HITS,
             M.L2_WR_MISSES, M.DRAM_RD_SECTORS, M.DRAM_WR_SECTORS)
 
-# Byte addresses must stay below this: line // slices < 2**40 keeps the slice key unique, and the L2
-# bucketing packs key << 8 in an int64 (key < slices * 2**40 <= 2**54 for up to 16384 slices).
+# Byte addresses must stay below this: the documented address range (the user half of a GPU's 48-bit
+# virtual addresses).
 _MAX_ADDRESS = 1 << 47
+# The bucketed paths' line -> slot map covers lines below this (32 Mi lines: 4 GiB of addresses with
+# 128-byte lines; 64 MiB per thread at 2 bytes per line), so a simulation's memory stays bounded
+# whatever the layer; the L2 bucketing packs key << _PACK_LINE (key <= line) in an int64.
+_MAP_MAX_LINES = 1 << (63 - _PACK_LINE)
 # Bumped whenever a change alters simulated counts; cached simulation results carry it.
 SIM_VERSION = 2
 
-
-def _key_mult(sets: int) -> int:
-    """Slice-key multiplier: >= 2**40 > line // slices, a multiple of ``sets`` (linear index) and, for a
-    power-of-two ``sets`` = 2**b with b <= 13, a multiple of 2**(3 b) (xor index), so adding
-    (line mod slices) * mult changes neither set index function."""
-    return -(-(1 << 40) // sets) * sets
 
 # Index ranges of the parallel L2 bucketing (handed out dynamically to the threads).
 _BUCKET_PARTS = 8
@@ -131,9 +133,6 @@ class Hierarchy:
         if l1.sector_bytes != l2_slice.sector_bytes:
             raise ValueError(f"Hierarchy: L1 sector_bytes={l1.sector_bytes} differs from L2 "
                              f"sector_bytes={l2_slice.sector_bytes}")
-        if l2_slice.index == "xor" and l2_slice.sets > 8192:
-            raise ValueError(f"Hierarchy: an xor-indexed L2 slice may have at most 8192 sets "
-                             f"(the slice key keeps lines apart above bit 40), got sets={l2_slice.sets}")
         if self.l2_slices > 16384:
             raise ValueError(f"Hierarchy.l2_slices must be <= 16384, got {self.l2_slices}")
         self.l1 = l1
@@ -152,8 +151,14 @@ class Hierarchy:
         self._hist = np.zeros((1, self.l2_slices), np.int64)
         self._reqs = np.zeros(0, np.int64)
         self._l1 = _new_bank(l1, self.sms)
-        self._g1 = np.array(_geometry(l1), np.int64)
         self._l2 = _new_bank(l2_slice, self.l2_slices)
+        # line -> slot maps of the bucketed paths (a row per thread), -1 between phases; the hash
+        # tables go stale while they are in use (see ``_feed_unchecked``)
+        self._maps = np.zeros((0, 0), np.int16 if self._l1[1].dtype == self._l2[1].dtype == np.int16 else np.int32)
+        self._map_limit = 0              # lines below this fit the maps (0 after the switch to hash tables)
+        self._hashed = False             # switched to hash tables for good (an address beyond the maps)
+        self._tables_current = True      # hash tables match the cache contents
+        self._g1 = np.array(_geometry(l1), np.int64)
         self._g2 = np.array(_geometry(l2_slice), np.int64)
         self._tags = np.zeros((self.l2_slices, l2_slice.lines * l2_slice.sectors_per_line), np.uint8)
         self._l1c = np.zeros((self.sms, 3 * 6), np.int64)   # [sm, operand * 6 + k]
@@ -161,7 +166,7 @@ class Hierarchy:
         shift = lambda x: x.bit_length() - 1  # noqa: E731  (powers of two)
         self._shifts = np.array([shift(l1.line_bytes), shift(l1.sector_bytes), l1.sectors_per_line - 1,
                                  shift(l2_slice.line_bytes), shift(l2_slice.sector_bytes),
-                                 l2_slice.sectors_per_line - 1, _key_mult(l2_slice.sets)], np.int64)
+                                 l2_slice.sectors_per_line - 1], np.int64)
 
     @classmethod
     def for_gpu(cls, gpu, l1_config: CacheConfig) -> "Hierarchy":
@@ -199,8 +204,9 @@ class Hierarchy:
         if sectors.size and (sectors & (self.l1.sector_bytes - 1)).any():
             bad = sectors[(sectors & (self.l1.sector_bytes - 1)) != 0][0]
             raise ValueError(f"sectors must be multiples of sector_bytes={self.l1.sector_bytes}, got {int(bad)}")
-        if sectors.size and int(sectors.max()) >= _MAX_ADDRESS:
-            raise ValueError(f"sectors must be below 2**47 (byte addresses), got {int(sectors.max())}")
+        top = int(sectors.max()) + 1 if sectors.size else 0
+        if top > _MAX_ADDRESS:
+            raise ValueError(f"sectors must be below 2**47 (byte addresses), got {top - 1}")
         conv = lambda a, t: np.ascontiguousarray(a, dtype=t)  # noqa: E731  (no copy when already right)
         req_first, req_count, sectors = conv(req_first, np.int64), conv(req_count, np.int32), conv(sectors, np.int64)
         packed_first = np.zeros(n, np.int64)
@@ -211,20 +217,25 @@ class Hierarchy:
             sectors = sectors[np.repeat(req_first - packed_first, req_count) + np.arange(int(req_count.sum()))]
             req_first = packed_first
         return (conv(req_sm, np.int32), conv(req_operand, np.uint8), conv(req_is_store, np.uint8),
-                req_first, req_count, sectors)
+                req_first, req_count, sectors, top)
 
     def feed(self, req_sm, req_operand, req_is_store, req_first, req_count, sectors) -> None:
         """Simulate one chunk of requests (see the module docstring for the arrays' meaning)."""
         self._feed_unchecked(*self._check_feed(req_sm, req_operand, req_is_store, req_first, req_count,
                                                sectors))
 
-    def _feed_unchecked(self, req_sm, req_op, req_st, req_first, req_count, sectors) -> None:
+    def _feed_unchecked(self, req_sm, req_op, req_st, req_first, req_count, sectors, top=None) -> None:
         """``feed`` without the argument checks, for a trusted producer (``traces.simulate_layer``'s
         generator): the arrays must already be what ``_check_feed`` returns -- contiguous int32, uint8,
         uint8, int64, int32, int64, every value in range, sectors below ``_MAX_ADDRESS``. The checks
         scan every array with numpy, ~3-6 ns per L1 sector lookup (measured on vgg16 conv1_2/conv3_1,
-        v100), a tenth of the whole pipeline's time."""
+        v100), a tenth of the whole pipeline's time. ``top``: a bound (exclusive) on the chunk's byte
+        addresses, e.g. the end of the layer's tensors (None: ``sectors.max() + 1``)."""
+        if top is None:
+            top = int(sectors.max()) + 1 if sectors.shape[0] else 0
         mode = self._mode
+        if mode != "issue" and not self._maps_cover(top):
+            mode = "issue"
         if mode == "auto":
             parallel = self.parallel
             if parallel is None:
@@ -237,11 +248,39 @@ class Hierarchy:
                 self._probe.append((mode, (time.perf_counter() - start) / sectors.shape[0]))
                 return
         if mode == "issue":
+            if not self._tables_current:
+                _rebuild_tables(self._l1, self._g1)
+                _rebuild_tables(self._l2, self._g2)
+                self._tables_current = True
             _feed_serial(self._l1, self._g1, self._l1c, self._l2, self._g2, self._tags, self._l2c,
                          self._shifts, self.l2_slices, self._slice_shift, self.slice_hash == "xor",
                          req_sm, req_op, req_st, req_first, req_count, sectors)
             return
         self._feed_bucketed(mode, req_sm, req_op, req_st, req_first, req_count, sectors)
+
+    def _maps_cover(self, top) -> bool:
+        """Whether the line -> slot maps cover byte addresses below ``top`` (grown as needed, by half
+        again at least, up to ``_MAP_MAX_LINES``); False for good once an address is beyond that."""
+        if self._hashed:
+            return False
+        shift = min(self.l1.line_bytes, self.l2_slice.line_bytes).bit_length() - 1
+        lines = ((max(top, 1) - 1) >> shift) + 1
+        if lines <= self._map_limit:
+            return True
+        if lines > _MAP_MAX_LINES:
+            self._hashed = True
+            self._maps = self._maps[:0, :0]
+            self._map_limit = 0
+            return False
+        self._map_limit = min(max(lines, self._map_limit * 3 // 2), _MAP_MAX_LINES)
+        self._maps = np.full((self._maps.shape[0], self._map_limit), -1, self._maps.dtype)
+        return True
+
+    def _map_rows(self, threads):
+        """The maps, with a row for each of ``threads`` threads (after ``_maps_cover``)."""
+        if self._maps.shape[0] < threads:
+            self._maps = np.full((threads, self._map_limit), -1, self._maps.dtype)
+        return self._maps
 
     def _choose_parallel(self) -> bool:
         """Parallel or serial for the next large chunk. Parallel pays on an idle multi-core machine
@@ -285,6 +324,8 @@ class Hierarchy:
         if self._hist.shape[0] != parts:
             self._hist = np.zeros((parts, self.l2_slices), np.int64)
         xor_hash = self.slice_hash == "xor"
+        maps = self._map_rows(numba.get_num_threads() if parallel else 1)
+        self._tables_current = False
         _bucket_requests(req_sm, req_op, req_st, req_first, req_count, self.sms, self._starts_sm, reqs)
         # Parallel loops hand out one SM / slice / index range at a time (chunk size 1, not Numba's
         # static halves): on a shared machine a descheduled thread then holds up one SM, not half.
@@ -292,14 +333,14 @@ class Hierarchy:
         try:
             (_l1_phase_parallel if parallel else _l1_phase_serial)(
                 self._l1, self._g1, self._l1c, _busy(self._starts_sm) if parallel else self.sms,
-                self._starts_sm, reqs, sectors, self._shifts, self.l2_slices, xor_hash, keys, self._hist)
+                self._starts_sm, reqs, sectors, self._shifts, self.l2_slices, xor_hash, keys, self._hist, maps)
             (_l2_bucket_parallel if parallel else _l2_bucket_counted)(
                 keys, sectors, req_op, req_st, req_first, req_count, self._hist, self._starts_slice, packed,
-                self._shifts, self.l2_slices, self._slice_shift)
+                self._shifts, self.l2_slices, self._slice_shift, self._g2)
             (_l2_phase_parallel if parallel else _l2_phase_serial)(
-                self._l2, self._g2, self._tags, self._l2c,
+                self._l2, self.l2_slice.ways, self._tags, self._l2c,
                 _busy(self._starts_slice) if parallel else self.l2_slices, self._starts_slice,
-                packed, self.l2_slice.sectors_per_line)
+                packed, self.l2_slice.sectors_per_line, maps)
         finally:
             if parallel:
                 numba.set_parallel_chunksize(chunksize)

@@ -399,16 +399,19 @@ def test_a_finished_probe_is_reused_by_the_next_hierarchies(conv_stream, monkeyp
     assert probes == [True, True, False]
 
 
+@pytest.mark.parametrize("mode", ["issue", "bucketed"])
 @pytest.mark.parametrize("slices", [80, 160, 96, 64])
-def test_no_two_lines_share_an_l2_tag(slices):
+def test_no_two_lines_share_an_l2_tag(slices, mode):
     # Every sector is read exactly once, by loads that all miss in L1 (each sector is touched once).
     # Whatever the slice count, a line is only ever present after it was accessed, so each access is
     # a compulsory miss: L2 read misses == DRAM reads == sectors. With the key line // slices alone
-    # (the earlier bug) lines aliased under 80/160 slices and some of these reads hit.
+    # (an earlier bug) lines aliased under 80/160 slices and some of these reads hit. Both paths, as
+    # the hash tables (issue order) and the maps (bucketed) take the same keys.
     n = 1 << 17
     sectors = (np.arange(n, dtype=np.int64) * 32)
     l2 = CacheConfig(640 * 1024, 20, index="xor")          # big enough: no evictions
     h = Hierarchy(CacheConfig(4 * 512, 1), 1, l2, slices)
+    h._mode = mode
     h.feed(np.zeros(n // 4, np.int32), np.zeros(n // 4, np.uint8), np.zeros(n // 4, np.uint8),
            np.arange(0, n, 4, dtype=np.int64), np.full(n // 4, 4, np.int32), sectors)
     m = h.metrics()
@@ -423,7 +426,7 @@ def test_no_two_lines_share_an_l2_tag(slices):
 
 
 def test_linear_l2_slices_with_three_sets_keep_lines_apart():
-    # 3 sets per slice (linear index), 5 slices: the key multiplier must be a multiple of 3.
+    # 3 sets per slice (linear index), 5 slices: 60 lines that all fit must all stay apart.
     n = 3 * 5 * 4                                     # 60 lines, 4 ways x 3 sets x 5 slices = room for all
     sectors = np.arange(n, dtype=np.int64) * 128
     h = Hierarchy(CacheConfig(4 * 512, 1), 1, CacheConfig(3 * 4 * 128, 4), 5, slice_hash="linear")

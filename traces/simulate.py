@@ -65,5 +65,5 @@ def simulate_layer(layer, gpu, kernel, *, jobs=None, max_sectors: int = _CHUNK_S
             # trusted path: the generator's arrays have the hierarchy's dtypes and valid values
             # (addresses bounded above), so the per-chunk numpy checks of ``feed`` are skipped
             hierarchy._feed_unchecked(chunk.sm, chunk.operand, chunk.is_store, chunk.first, chunk.count,
-                                      chunk.sectors)
+                                      chunk.sectors, top=end)
     return hierarchy.metrics()
