@@ -42,6 +42,8 @@ same, in alternating runs with the next **   3.1       0.9     13.4     4.7     
 constant geometry, flat counters, ``_U`` ** 2.8       0.9     11.7     4.3        8.8
 same, in alternating runs with the next *** 1.9       0.7     9.6      3.5        6.5
 line -> slot maps (``_access_mapped``) ***  2.0       0.8     6.8      3.8        4.7
+same, in alternating runs with the next +   2.9       0.7     6.8      3.8        5.2
+previous line and slot in registers +       2.5       0.7     6.2      3.9        4.5
 ==========================================  ========  ======  =======  =========  =======
 
 (* medians of six runs of ``bench_phases.py --reps 2``, the two versions alternating, on a day when
@@ -88,19 +90,29 @@ backward-shift deletion's data-dependent branches went with them. The L2 map is 
 slice key: q = line // slices where the slice count is a power of two, which keeps one slice's
 entries together; by the line itself (every 64th entry), conv5_1 had run 14 % slower than with the
 hash tables. Tried and not kept: the common geometry as constants in the L2 bucketing (the scatter
-alone 2.8 -> 2.5 ns on conv2_2, in the same process: another compiled copy for ~1.5 %).
+alone 2.8 -> 2.5 ns on conv2_2, in the same process: another compiled copy for ~1.5 %; the whole
+bucketed feed, two same-process runs over conv1_2, conv2_2, conv4_2 and conv5_1: ratio 0.91-0.92
+with it and 0.92 without, against the code before the next row).
+
+(+ medians of four alternating runs of ``bench_phases.py --reps 2``; paired ratio of the totals
+0.70-1.30, median 0.86.) Each L1 and L2 loop keeps its cache's previous line and slot in local
+variables, takes the same-line shortcut itself (``_sector_access``) and stores them back into
+``last`` after the run: before, ``_access_mapped`` read and wrote ``last`` in memory at every
+access, with the array's address reloaded from the stack. The whole bucketed feed in the same
+process (best of 4, the two versions alternating): 0.92, 0.92 on v100 (conv1_2, conv2_2, conv4_2,
+conv5_1) and 0.97 on h100 (conv2_2, conv3_1, conv5_1).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import get_thread_id, njit, prange
 
-from .cache import _U, _access, _access_mapped, _cache_rows, _set_of
+from .cache import _U, _access, _access_mapped, _cache_rows, _sector_access, _set_of
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "0ee372f89eefd829"
+_JIT_DEPS_SHA256 = "9ab4bcdda7ee558a"
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -246,6 +258,7 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
     hist0 = hist[0]
     counts = l1c[sm]
     _map_lines(lmap, sline, True)
+    last_line, last_slot = last[0], last[1]        # kept in registers for the run, stored after it
     for j in range(starts[sm], starts[sm + 1]):
         q = reqs[_U(j)]
         op = q & 3
@@ -258,8 +271,12 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
             a = sectors[_U(i)]
             if not store:
                 line = a >> l1_line
-                o = _access_mapped(lmap, rec, sline, lru, last, line, _set_of(line, sets, kind, sbits),
-                                   (a >> l1_sec) & l1_mask, False, ways)
+                if line == last_line:
+                    o = _sector_access(rec, last_slot, 1 << ((a >> l1_sec) & l1_mask), False)
+                else:
+                    o = _access_mapped(lmap, rec, sline, lru, line, _set_of(line, sets, kind, sbits),
+                                       (a >> l1_sec) & l1_mask, False, ways)
+                    last_line, last_slot = line, o >> 10
                 if o & 3 == 0:
                     keys[_U(i)] = -1
                     continue
@@ -271,6 +288,7 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
         if not store:
             counts[_U(op * 6 + 2)] += n - misses
             counts[_U(op * 6 + 3)] += misses
+    last[0], last[1] = last_line, last_slot
     _map_lines(lmap, sline, False)
 
 
@@ -389,12 +407,19 @@ def _l2_slice(l2, ways, tags, l2c, sl, starts, packed, spl, lmap):
     tags_sl, counts = tags[sl], l2c[sl]
     _map_lines(lmap, sline, True)
     set_mask = (1 << (_PACK_LINE - 6)) - 1
+    last_key, last_slot = last[0], last[1]          # kept in registers for the run, stored after it
     for j in range(starts[sl], starts[sl + 1]):
         p = packed[_U(j)]
         sector = p & 7
         write = (p & 32) != 0
-        o = _access_mapped(lmap, rec, sline, lru, last, p >> _PACK_LINE, (p >> 6) & set_mask, sector, write, ways)
+        key = p >> _PACK_LINE
+        if key == last_key:
+            o = _sector_access(rec, last_slot, 1 << sector, write)
+        else:
+            o = _access_mapped(lmap, rec, sline, lru, key, (p >> 6) & set_mask, sector, write, ways)
+            last_key, last_slot = key, o >> 10
         _l2_count(o, tags_sl, counts, sector, write, (p >> 3) & 3, spl)
+    last[0], last[1] = last_key, last_slot
     _map_lines(lmap, sline, False)
 
 

@@ -203,7 +203,7 @@ def _allocate(rec, lru, s, ways):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _install(rec, lru, sline, last, slot, s, line, bit, write):
+def _install(rec, lru, sline, slot, s, line, bit, write):
     """Put ``line`` in the unlinked ``slot`` as its set's MRU line, with only sector ``bit`` valid."""
     h = lru[_U(s * 3 + 0)]
     rec[_U(slot * 4 + 0)] = -1
@@ -215,12 +215,10 @@ def _install(rec, lru, sline, last, slot, s, line, bit, write):
     lru[_U(s * 3 + 0)] = slot
     sline[_U(slot)] = line
     rec[_U(slot * 4 + 3)] = bit | (bit << 8) if write else bit
-    last[0] = line
-    last[1] = slot
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _to_front(rec, lru, last, slot, s, line):
+def _to_front(rec, lru, slot, s):
     """Move the resident ``line`` (in ``slot``) to the front of its set's LRU list."""
     h = lru[_U(s * 3 + 0)]
     if h != slot:                            # unlink, push to the front of the set's LRU list
@@ -235,8 +233,6 @@ def _to_front(rec, lru, last, slot, s, line):
         rec[_U(slot * 4 + 1)] = h
         rec[_U(h * 4 + 0)] = slot
         lru[_U(s * 3 + 0)] = slot
-    last[0] = line
-    last[1] = slot
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -281,31 +277,34 @@ def _access(table, rec, sline, lru, last, line, s, sector, write, ways, hshift, 
             else:
                 table[_U(i)] = slot
                 rec[_U(slot * 4 + 2)] = i
-            _install(rec, lru, sline, last, slot, s, line, bit, write)
+            _install(rec, lru, sline, slot, s, line, bit, write)
+            last[0] = line
+            last[1] = slot
             return (slot << 10) | (evicted << 2) | 2
-        _to_front(rec, lru, last, slot, s, line)
+        _to_front(rec, lru, slot, s)
+        last[0] = line
+        last[1] = slot
     return _sector_access(rec, slot, bit, write)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _access_mapped(lmap, rec, sline, lru, last, line, s, sector, write, ways):
-    """``_access`` with an exact map instead of the hash table: ``lmap[line]`` is the slot of every
-    line this cache holds and -1 for every other (the hierarchy fills it from ``sline`` before a run
-    of one cache's accesses and clears it after, see ``simcore._phases``). No hashing, probing or
-    backward-shift deletion; the hash table and the table positions in ``rec`` are left stale."""
+def _access_mapped(lmap, rec, sline, lru, line, s, sector, write, ways):
+    """``_access`` with an exact map instead of the hash table, for a ``line`` other than the cache's
+    previous one (the caller keeps that one in registers and takes the shortcut itself, with
+    ``_sector_access``): ``lmap[line]`` is the slot of every line this cache holds and -1 for every
+    other (the hierarchy fills it from ``sline`` before a run of one cache's accesses and clears it
+    after, see ``simcore._phases``). No hashing, probing or backward-shift deletion; the hash table
+    and the table positions in ``rec`` are left stale."""
     bit = 1 << sector
-    if last[0] == line:
-        slot = last[1]
-    else:
-        slot = lmap[_U(line)]
-        if slot < 0:
-            slot, evicted, full = _allocate(rec, lru, s, ways)
-            if full:
-                lmap[_U(sline[_U(slot)])] = -1
-            lmap[_U(line)] = slot
-            _install(rec, lru, sline, last, slot, s, line, bit, write)
-            return (slot << 10) | (evicted << 2) | 2
-        _to_front(rec, lru, last, slot, s, line)
+    slot = lmap[_U(line)]
+    if slot < 0:
+        slot, evicted, full = _allocate(rec, lru, s, ways)
+        if full:
+            lmap[_U(sline[_U(slot)])] = -1
+        lmap[_U(line)] = slot
+        _install(rec, lru, sline, slot, s, line, bit, write)
+        return (slot << 10) | (evicted << 2) | 2
+    _to_front(rec, lru, slot, s)
     return _sector_access(rec, slot, bit, write)
 
 
