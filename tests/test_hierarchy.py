@@ -275,6 +275,23 @@ def test_memory_is_bounded_by_state_and_chunk(conv_stream):
     assert sum(a.nbytes for a in h._l1 + h._l2) + h._tags.nbytes == state_bytes
 
 
+def test_chunk_buffers_are_not_reallocated_for_slightly_larger_chunks():
+    # a stream's chunks differ by a few sectors: each slightly larger one used to reallocate the
+    # buffers, and the freed blocks grew the process's peak memory with the number of chunks
+    h = Hierarchy(CacheConfig(1024, 2), 2, CacheConfig(2048, 2), 2)
+    h._mode = "bucketed"
+    rng = np.random.default_rng(1)
+    buffers = None
+    for n_req in (500, 503, 510, 520, 540):
+        chunk = make_requests(rng, n_req, 2, 400, max_count=1)         # one sector per request
+        h.feed(*chunk)
+        if buffers is None:
+            buffers = (h._keys, h._packed, h._reqs)
+        assert all(a is b for a, b in zip(buffers, (h._keys, h._packed, h._reqs))), n_req
+    h.feed(*make_requests(rng, 600, 2, 400, max_count=1))              # 20 % more: reallocated
+    assert h._packed is not buffers[1] and h._packed.shape[0] >= 600
+
+
 def test_metrics_can_be_read_between_chunks(conv_stream):
     h = v100_hierarchy()
     feed_in_chunks(h, conv_stream, 1000)
