@@ -6,7 +6,7 @@ Prints, each next to its target:
   * generator-only throughput (M sectors/s) over vgg16's conv layers,
   * simulate_layer throughput with 1 and 2 threads (M L1 load sector lookups/s),
   * time for all 13 vgg16 conv layers at batch 1 (and at --batch N if given),
-  * peak RSS of one simulation at batch 1 vs batch 4 (fresh processes).
+  * peak RSS of one simulation at batch 1, 4 and 16 (fresh processes).
 """
 from __future__ import annotations
 
@@ -117,9 +117,9 @@ def main(argv=None) -> int:
         print(f"vgg16 batch {args.batch} on {g.name}: {dt:.1f} s, {n / 1e6:.0f} M L1 sector lookups, "
               f"{n / dt / 1e6:.1f} M/s{target}")
     if not args.skip_rss:
-        r1, r4 = peak_rss(1, args.gpu), peak_rss(4, args.gpu)
-        print(f"peak RSS, vgg16 conv3_1 alone: batch 1 {r1:.0f} MiB, batch 4 {r4:.0f} MiB "
-              f"(target: independent of batch; ratio {r4 / r1:.2f})")
+        r1, r4, r16 = (peak_rss(b, args.gpu) for b in (1, 4, 16))
+        print(f"peak RSS, vgg16 conv3_1 alone: batch 1 {r1:.0f} MiB, batch 4 {r4:.0f} MiB, batch 16 {r16:.0f} MiB "
+              f"(target: independent of batch; ratio {r16 / r1:.2f})")
     return 0
 
 
