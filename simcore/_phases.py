@@ -100,7 +100,11 @@ variables, takes the same-line shortcut itself (``_sector_access``) and stores t
 ``last`` after the run: before, ``_access_mapped`` read and wrote ``last`` in memory at every
 access, with the array's address reloaded from the stack. The whole bucketed feed in the same
 process (best of 4, the two versions alternating): 0.92, 0.92 on v100 (conv1_2, conv2_2, conv4_2,
-conv5_1) and 0.97 on h100 (conv2_2, conv3_1, conv5_1).
+conv5_1) and 0.97 on h100 (conv2_2, conv3_1, conv5_1). Tried after it and dropped: where the slice
+count is not a power of two (the L2 keys are lines, each in one slice only), one L2 map that lasts
+from chunk to chunk instead of each slice's 2048-5120 lines entered and cleared per chunk (a100,
+h100): the whole bucketed feed in the same process, h100 0.94 / 0.98 / 1.01 on conv2_2 / conv3_1 /
+conv5_1, a100 1.00 / 1.02 on conv1_2 / conv4_2: not worth the extra state it must keep in step.
 """
 from __future__ import annotations
 
