@@ -219,7 +219,7 @@ def _install(rec, lru, sline, slot, s, line, bit, write):
 
 @njit(cache=True, _nrt=False, inline="always")
 def _to_front(rec, lru, slot, s):
-    """Move the resident ``line`` (in ``slot``) to the front of its set's LRU list."""
+    """Move the resident line in ``slot`` to the front of its set ``s``'s LRU list."""
     h = lru[_U(s * 3 + 0)]
     if h != slot:                            # unlink, push to the front of the set's LRU list
         p = rec[_U(slot * 4 + 0)]
