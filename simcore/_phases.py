@@ -116,7 +116,7 @@ from .cache import _U, _access, _access_mapped, _cache_rows, _sector_access, _se
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "a721e4c141e57f22"
+_JIT_DEPS_SHA256 = "64a22eb1d5a975b9"
 
 
 @njit(cache=True, _nrt=False, inline="always")

@@ -162,6 +162,12 @@ def _set_of(line, sets, kind, sbits):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _home(line, hshift, hmask):
+    """Hash table position where the probe for ``line`` starts (Fibonacci hashing)."""
+    return ((line * _HASH_MUL) >> hshift) & hmask
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _ht_delete(table, rec, sline, i, hshift, hmask):
     """Empty table position ``i``; backward-shift the rest of its probe run."""
     j = i
@@ -170,7 +176,7 @@ def _ht_delete(table, rec, sline, i, hshift, hmask):
         slot = table[_U(j)]
         if slot < 0:
             break
-        home = ((sline[_U(slot)] * _HASH_MUL) >> hshift) & hmask
+        home = _home(sline[_U(slot)], hshift, hmask)
         # the key at j stays if its home lies cyclically in (i, j]; else it moves back to the hole i
         if i <= j:
             stays = i < home <= j
@@ -260,7 +266,7 @@ def _access(table, rec, sline, lru, last, line, s, sector, write, ways, hshift, 
     if last[0] == line:                       # same line as this cache's previous access: MRU already
         slot = last[1]
     else:
-        i = ((line * _HASH_MUL) >> hshift) & hmask
+        i = _home(line, hshift, hmask)
         while True:
             slot = table[_U(i)]
             if slot < 0 or sline[_U(slot)] == line:
@@ -320,7 +326,7 @@ def _rebuild_tables(bank, geo):
             line = sline[c, slot]
             if line < 0:
                 continue
-            i = ((line * _HASH_MUL) >> hshift) & hmask
+            i = _home(line, hshift, hmask)
             while table[c, i] >= 0:
                 i = (i + 1) & hmask
             table[c, i] = slot

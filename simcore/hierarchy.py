@@ -107,14 +107,16 @@ def _as_1d(value, name, kinds="iu"):
 
 
 def _check_range(arr, name, lo, hi):
-    """lo <= arr < hi (hi None: unbounded) else ValueError naming the array and the bad value."""
+    """lo <= arr < hi (hi None: unbounded) else ValueError naming the array and the bad value.
+    Returns the largest value (None for an empty array)."""
     if arr.size == 0:
-        return
+        return None
     amin, amax = int(arr.min()), int(arr.max())
     if amin < lo:
         raise ValueError(f"{name} must be >= {lo}, got {amin}")
     if hi is not None and amax >= hi:
         raise ValueError(f"{name} must be < {hi}, got {amax}")
+    return amax
 
 
 class Hierarchy:
@@ -154,8 +156,7 @@ class Hierarchy:
         self._l2 = _new_bank(l2_slice, self.l2_slices)
         # line -> slot maps of the bucketed paths (a row per thread), -1 between phases; the hash
         # tables go stale while they are in use (see ``_feed_unchecked``)
-        self._maps = np.zeros((0, 0), np.int16 if self._l1[1].dtype == self._l2[1].dtype == np.int16 else np.int32)
-        self._map_limit = 0              # lines below this fit the maps (0 after the switch to hash tables)
+        self._maps = np.zeros((0, 0), np.promote_types(self._l1[1].dtype, self._l2[1].dtype))
         self._hashed = False             # switched to hash tables for good (an address beyond the maps)
         self._tables_current = True      # hash tables match the cache contents
         self._g1 = np.array(_geometry(l1), np.int64)
@@ -200,11 +201,11 @@ class Hierarchy:
             if end > sectors.shape[0]:
                 raise ValueError(f"req_first + req_count reaches {end}, beyond len(sectors) = "
                                  f"{sectors.shape[0]}")
-        _check_range(sectors, "sectors", 0, None)
+        highest = _check_range(sectors, "sectors", 0, None)
         if sectors.size and (sectors & (self.l1.sector_bytes - 1)).any():
             bad = sectors[(sectors & (self.l1.sector_bytes - 1)) != 0][0]
             raise ValueError(f"sectors must be multiples of sector_bytes={self.l1.sector_bytes}, got {int(bad)}")
-        top = int(sectors.max()) + 1 if sectors.size else 0
+        top = 0 if highest is None else highest + 1
         if top > _MAX_ADDRESS:
             raise ValueError(f"sectors must be below 2**47 (byte addresses), got {top - 1}")
         conv = lambda a, t: np.ascontiguousarray(a, dtype=t)  # noqa: E731  (no copy when already right)
@@ -265,21 +266,20 @@ class Hierarchy:
             return False
         shift = min(self.l1.line_bytes, self.l2_slice.line_bytes).bit_length() - 1
         lines = ((max(top, 1) - 1) >> shift) + 1
-        if lines <= self._map_limit:
+        rows, covered = self._maps.shape
+        if lines <= covered:
             return True
         if lines > _MAP_MAX_LINES:
             self._hashed = True
             self._maps = self._maps[:0, :0]
-            self._map_limit = 0
             return False
-        self._map_limit = min(max(lines, self._map_limit * 3 // 2), _MAP_MAX_LINES)
-        self._maps = np.full((self._maps.shape[0], self._map_limit), -1, self._maps.dtype)
+        self._maps = np.full((rows, min(max(lines, covered * 3 // 2), _MAP_MAX_LINES)), -1, self._maps.dtype)
         return True
 
     def _map_rows(self, threads):
         """The maps, with a row for each of ``threads`` threads (after ``_maps_cover``)."""
         if self._maps.shape[0] < threads:
-            self._maps = np.full((threads, self._map_limit), -1, self._maps.dtype)
+            self._maps = np.full((threads, self._maps.shape[1]), -1, self._maps.dtype)
         return self._maps
 
     def _choose_parallel(self) -> bool:
