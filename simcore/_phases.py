@@ -96,11 +96,13 @@ with it and 0.92 without, against the code before the next row).
 
 (+ medians of four alternating runs of ``bench_phases.py --reps 2``; paired ratio of the totals
 0.70-1.30, median 0.86.) Each L1 and L2 loop keeps its cache's previous line and slot in local
-variables, takes the same-line shortcut itself (``_sector_access``) and stores them back into
-``last`` after the run: before, ``_access_mapped`` read and wrote ``last`` in memory at every
-access, with the array's address reloaded from the stack. The whole bucketed feed in the same
-process (best of 4, the two versions alternating): 0.92, 0.92 on v100 (conv1_2, conv2_2, conv4_2,
-conv5_1) and 0.97 on h100 (conv2_2, conv3_1, conv5_1). Tried after it and dropped: where the slice
+variables, which ``_access_mapped`` takes and returns (it takes the same-line shortcut), and stores
+them back into ``last`` after the run: before, ``_access_mapped`` read and wrote ``last`` in memory
+at every access, with the array's address reloaded from the stack. The whole bucketed feed in the
+same process (best of 4, the two versions alternating): 0.92, 0.92 on v100 (conv1_2, conv2_2,
+conv4_2, conv5_1) and 0.97 on h100 (conv2_2, conv3_1, conv5_1); the loops first took the shortcut
+themselves, and moving it into ``_access_mapped`` measured the same (0.99 and 1.01 on v100, 0.97 on
+h100, same process). Tried after it and dropped: where the slice
 count is not a power of two (the L2 keys are lines, each in one slice only), one L2 map that lasts
 from chunk to chunk instead of each slice's 2048-5120 lines entered and cleared per chunk (a100,
 h100): the whole bucketed feed in the same process, h100 0.94 / 0.98 / 1.01 on conv2_2 / conv3_1 /
@@ -111,12 +113,12 @@ from __future__ import annotations
 import numpy as np
 from numba import get_thread_id, njit, prange
 
-from .cache import _U, _access, _access_mapped, _cache_rows, _sector_access, _set_of
+from .cache import _U, _access, _access_mapped, _cache_rows, _set_of
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "64a22eb1d5a975b9"
+_JIT_DEPS_SHA256 = "60d2f6d5a382d7f9"
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -275,12 +277,9 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
             a = sectors[_U(i)]
             if not store:
                 line = a >> l1_line
-                if line == last_line:
-                    o = _sector_access(rec, last_slot, 1 << ((a >> l1_sec) & l1_mask), False)
-                else:
-                    o = _access_mapped(lmap, rec, sline, lru, line, _set_of(line, sets, kind, sbits),
-                                       (a >> l1_sec) & l1_mask, False, ways)
-                    last_line, last_slot = line, o >> 10
+                o, last_line, last_slot = _access_mapped(lmap, rec, sline, lru, last_line, last_slot, line,
+                                                         _set_of(line, sets, kind, sbits), (a >> l1_sec) & l1_mask,
+                                                         False, ways)
                 if o & 3 == 0:
                     keys[_U(i)] = -1
                     continue
@@ -416,12 +415,8 @@ def _l2_slice(l2, ways, tags, l2c, sl, starts, packed, spl, lmap):
         p = packed[_U(j)]
         sector = p & 7
         write = (p & 32) != 0
-        key = p >> _PACK_LINE
-        if key == last_key:
-            o = _sector_access(rec, last_slot, 1 << sector, write)
-        else:
-            o = _access_mapped(lmap, rec, sline, lru, key, (p >> 6) & set_mask, sector, write, ways)
-            last_key, last_slot = key, o >> 10
+        o, last_key, last_slot = _access_mapped(lmap, rec, sline, lru, last_key, last_slot, p >> _PACK_LINE,
+                                                (p >> 6) & set_mask, sector, write, ways)
         _l2_count(o, tags_sl, counts, sector, write, (p >> 3) & 3, spl)
     last[0], last[1] = last_key, last_slot
     _map_lines(lmap, sline, False)

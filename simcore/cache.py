@@ -294,14 +294,16 @@ def _access(table, rec, sline, lru, last, line, s, sector, write, ways, hshift, 
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _access_mapped(lmap, rec, sline, lru, line, s, sector, write, ways):
-    """``_access`` with an exact map instead of the hash table, for a ``line`` other than the cache's
-    previous one (the caller keeps that one in registers and takes the shortcut itself, with
-    ``_sector_access``): ``lmap[line]`` is the slot of every line this cache holds and -1 for every
-    other (the hierarchy fills it from ``sline`` before a run of one cache's accesses and clears it
-    after, see ``simcore._phases``). No hashing, probing or backward-shift deletion; the hash table
-    and the table positions in ``rec`` are left stale."""
+def _access_mapped(lmap, rec, sline, lru, last_line, last_slot, line, s, sector, write, ways):
+    """``_access`` with an exact map instead of the hash table: ``lmap[line]`` is the slot of every
+    line this cache holds and -1 for every other (the hierarchy fills it from ``sline`` before a run
+    of one cache's accesses and clears it after, see ``simcore._phases``). No hashing, probing or
+    backward-shift deletion; the hash table and the table positions in ``rec`` are left stale.
+    The cache's previous line and slot come in as ``last_line, last_slot`` (the caller keeps them in
+    registers for its run, not in ``last``); returns ``_access``'s result and the new pair."""
     bit = 1 << sector
+    if line == last_line:
+        return _sector_access(rec, last_slot, bit, write), last_line, last_slot
     slot = lmap[_U(line)]
     if slot < 0:
         slot, evicted, full = _allocate(rec, lru, s, ways)
@@ -309,9 +311,9 @@ def _access_mapped(lmap, rec, sline, lru, line, s, sector, write, ways):
             lmap[_U(sline[_U(slot)])] = -1
         lmap[_U(line)] = slot
         _install(rec, lru, sline, slot, s, line, bit, write)
-        return (slot << 10) | (evicted << 2) | 2
+        return (slot << 10) | (evicted << 2) | 2, line, slot
     _to_front(rec, lru, slot, s)
-    return _sector_access(rec, slot, bit, write)
+    return _sector_access(rec, slot, bit, write), line, slot
 
 
 @njit(cache=True, _nrt=False)
