@@ -27,10 +27,14 @@ def _positive(owner: str, field: str, value) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ConvLayer:
-    """A 2-D forward convolution: input (n, c, h, w), filters (k, c, r, s).
+    """A 2-D forward convolution: input (n, c, h, w), filters (k, c / groups, r, s).
 
     ``stride``, ``pad`` and ``dilation`` are an int or an (h, w) pair; they are stored as pairs.
     Output size P = (h + 2 pad_h - dil_h (r - 1) - 1) // stride_h + 1 (Q likewise).
+    ``groups`` splits the channels into ``groups`` independent convolutions (ONNX / PyTorch
+    ``group``): output channel k reads input channels g c/groups .. (g + 1) c/groups - 1,
+    g = k // (k / groups); ``groups == c == k`` is a depthwise convolution. ``c`` and ``k`` must be
+    multiples of ``groups``.
     """
 
     n: int
@@ -44,6 +48,7 @@ class ConvLayer:
     pad: tuple = 0
     dilation: tuple = 1
     name: str = ""
+    groups: int = 1
 
     def __post_init__(self):
         label = f"ConvLayer{f' {self.name!r}' if self.name else ''}"
@@ -52,6 +57,11 @@ class ConvLayer:
         object.__setattr__(self, "stride", _pair(label, "stride", self.stride, 1))
         object.__setattr__(self, "pad", _pair(label, "pad", self.pad, 0))
         object.__setattr__(self, "dilation", _pair(label, "dilation", self.dilation, 1))
+        object.__setattr__(self, "groups", _positive(label, "groups", self.groups))
+        for field in ("c", "k"):
+            if getattr(self, field) % self.groups:
+                raise ValueError(f"{label}: {field}={getattr(self, field)} is not a multiple of "
+                                 f"groups={self.groups}")
         if not isinstance(self.name, str):
             raise TypeError(f"ConvLayer.name must be a string, got {self.name!r}")
         for axis, size, filt, pad, dil in (("h", self.h, self.r, self.pad[0], self.dilation[0]),
@@ -80,18 +90,29 @@ class ConvLayer:
         return self.k
 
     @property
+    def c_per_group(self) -> int:
+        """Input channels each filter reads: c / groups."""
+        return self.c // self.groups
+
+    @property
+    def k_per_group(self) -> int:
+        """Filters of each group: k / groups."""
+        return self.k // self.groups
+
+    @property
     def gemm_k(self) -> int:
-        return self.c * self.r * self.s
+        """Reduction length of one output element: (c / groups) r s."""
+        return self.c_per_group * self.r * self.s
 
     @property
     def flops(self) -> int:
-        """Multiply-adds counted as 2 FLOPs: 2 M N K."""
+        """Multiply-adds counted as 2 FLOPs: 2 M N K (K = (c / groups) r s)."""
         return 2 * self.gemm_m * self.gemm_n * self.gemm_k
 
     @property
     def params(self) -> int:
-        """Filter weights (no bias): K C R S."""
-        return self.k * self.c * self.r * self.s
+        """Filter weights (no bias): k (c / groups) r s."""
+        return self.k * self.c_per_group * self.r * self.s
 
     @property
     def input_elements(self) -> int:
@@ -107,4 +128,4 @@ class ConvLayer:
     def as_dict(self) -> dict:
         return {"name": self.name, "n": self.n, "c": self.c, "h": self.h, "w": self.w, "k": self.k,
                 "r": self.r, "s": self.s, "stride": list(self.stride), "pad": list(self.pad),
-                "dilation": list(self.dilation)}
+                "dilation": list(self.dilation), **({"groups": self.groups} if self.groups != 1 else {})}

@@ -162,15 +162,15 @@ def network(name: str, batch: int = 1) -> list:
 
 # ---- user-defined layers from JSON ---------------------------------------------------------------
 _REQUIRED = ("n", "c", "h", "w", "k", "r", "s")
-_OPTIONAL = ("stride", "pad", "dilation", "name")
+_OPTIONAL = ("stride", "pad", "dilation", "name", "groups")
 
 
 def load_layers(path) -> list:
     """Read convolution layers from a JSON file.
 
     The file holds a list of objects, or ``{"layers": [...]}``; each object has the integer fields
-    ``n, c, h, w, k, r, s`` and optionally ``stride``, ``pad``, ``dilation`` (an int or ``[h, w]``) and
-    ``name``. Every layer goes through the `ConvLayer` checks; an error names the file, the layer
+    ``n, c, h, w, k, r, s`` and optionally ``stride``, ``pad``, ``dilation`` (an int or ``[h, w]``),
+    ``groups`` and ``name``. Every layer goes through the `ConvLayer` checks; an error names the file, the layer
     index and the field.
     """
     path = os.fspath(path)

@@ -139,6 +139,9 @@ def check_instances(layer, gpu, kernel) -> None:
 def check_types(layer, gpu, kernel) -> None:
     """Type checks shared by the simulator and the analytic model, plus kernel.check_layer(layer)."""
     check_instances(layer, gpu, kernel)
+    if layer.groups != 1:
+        raise ValueError(f"layer {layer.name or layer}: grouped convolution (groups={layer.groups}) is not "
+                         f"supported by the kernels yet")
     kernel.check_layer(layer)
 
 
