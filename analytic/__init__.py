@@ -5,7 +5,8 @@
 intensity at L1, L2 and DRAM; ``predict_network`` does a list of layers. Effects not counted
 exactly are the named fields of `ReuseFactors` (see analytic/MODEL.md).
 """
+from ._counts import l1_exact
 from .factors import ReuseFactors, resolve_factors
 from .model import TIMING_KEYS, predict_layer, predict_network
 
-__all__ = ["ReuseFactors", "TIMING_KEYS", "predict_layer", "predict_network", "resolve_factors"]
+__all__ = ["ReuseFactors", "TIMING_KEYS", "l1_exact", "predict_layer", "predict_network", "resolve_factors"]

@@ -320,3 +320,12 @@ def l1_counts(layer, kernel) -> dict:
     return {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
             "valid_a_elems": int(res[4]), "valid_mrs": int(res[5]),
             "req_C": int(st[0]), "sec_C": int(st[1])}
+
+
+def l1_exact(layer, kernel) -> bool:
+    """Whether `l1_counts` is exact for this layer and kernel (MODEL.md section 1): every thread map's
+    t_c divides 32 or is a multiple of 32, and nchw tiles have tile_m a multiple of 32."""
+    for tmap in (kernel.thread_map_a, kernel.thread_map_b):
+        if 32 % tmap.t_c and tmap.t_c % 32:
+            return False
+    return kernel.layout == "nhwc" or kernel.tile_m % 32 == 0

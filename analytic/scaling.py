@@ -3,11 +3,12 @@
     python -m analytic.scaling vgg16 --gpu v100 [--batch 1] --scale sms=2 --scale dram_gbps=1.5 \
            --scale l2_bytes=2,l2_gbps=1.5 [--json FILE] [--plot FILE.png] [--layout/--dtype/--tile]
 
-Each ``--scale`` is one scenario: a set of GPU fields multiplied together (``dataclasses.replace``).
-Integer fields are rounded (``l2_bytes`` to a whole number of slice x line x ways units so the L2
-geometry stays valid); a field that is unknown, not numeric, or gives an invalid GPU is an error
-naming it. Scaling ``sms`` or ``clock_mhz`` scales the FP32 and tensor peaks with them
-(same SM design) unless those are scaled explicitly. Speedup = predicted time on the base GPU / predicted time on the scaled GPU (the network:
+Each ``--scale`` is one scenario: a set of GPU fields multiplied together (`simcore.scale_gpu`,
+which keeps the geometry consistent: a new L2 capacity or slice count keeps the sets per slice and
+scales the ways, so any factor works, e.g. ``l2_bytes=1.5``; the L2 chosen is printed). Integer
+fields are rounded; a field that is unknown, not numeric, or gives an invalid GPU is an error naming
+it. Scaling ``sms`` or ``clock_mhz`` scales the FP32 and tensor peaks with them (same SM design)
+unless those are scaled explicitly. Speedup = predicted time on the base GPU / predicted time on the scaled GPU (the network:
 sum of layer times).
 """
 from __future__ import annotations
@@ -68,36 +69,14 @@ def parse_scale(text: str) -> dict:
 
 
 def scale_gpu(gpu, factors: dict):
-    """A new GPU with each field multiplied by its factor (ints rounded; errors name the field)."""
-    factors = dict(factors)
-    # more (or faster) SMs of the same design: the compute peaks follow unless given explicitly
-    speed = factors.get("sms", 1.0) * factors.get("clock_mhz", 1.0)
-    if speed != 1.0:
-        for peak in ("fp32_tflops", "tensor_tflops"):
-            factors.setdefault(peak, speed)
-    changes = {}
-    for field, factor in factors.items():
-        value = getattr(gpu, field)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _cli.CliError(f"--scale: GPU field {field!r} is not numeric")
-        if isinstance(value, int):
-            if field == "l2_bytes":
-                unit = gpu.l2_slices * gpu.line_bytes * gpu.l2_ways
-                if "l2_slices" in factors or "l2_ways" in factors or "line_bytes" in factors:
-                    new = int(round(value * factor))
-                else:
-                    new = max(1, int(round(value * factor / unit))) * unit
-            else:
-                new = int(round(value * factor))
-            if new <= 0:
-                raise _cli.CliError(f"--scale: {field}={value} x {factor} rounds to {new}, not a positive integer")
-        else:
-            new = value * factor
-        changes[field] = new
+    """A new GPU with each field multiplied by its factor, geometry kept consistent
+    (`simcore.scale_gpu`: the L2 keeps its sets per slice and scales its ways; SMs and clock scale
+    the compute peaks); errors name the field."""
+    import simcore
     try:
-        return dataclasses.replace(gpu, **changes)
+        return simcore.scale_gpu(gpu, factors)
     except (ValueError, TypeError) as err:
-        raise _cli.CliError(f"--scale {','.join(f'{k}={v}' for k, v in factors.items())}: "
+        raise _cli.CliError(f"--scale {','.join(f'{k}={v:g}' for k, v in factors.items())}: "
                             f"invalid GPU: {err}") from None
 
 

@@ -100,7 +100,8 @@ def create_parser() -> argparse.ArgumentParser:
         prog="python -m validation.accuracy",
         description="Model vs simulation error per network, GPU and batch size, against DESIGN section 8's "
                     "targets (L1 exact, L2 reads <= 5%% mean / 15%% worst, DRAM reads <= 10%% / 25%%).")
-    parser.add_argument("networks", nargs="+", metavar="NETWORK", help="networks or layer JSON files")
+    parser.add_argument("networks", nargs="*", metavar="NETWORK",
+                        help="networks or layer JSON files (not with --random)")
     parser.add_argument("--gpu", nargs="+", default=["v100", "a100", "h100"], metavar="GPU")
     parser.add_argument("--batch", nargs="+", type=parse_positive_int, default=[1, 32], metavar="N")
     add_kernel_arguments(parser)
@@ -111,6 +112,16 @@ def create_parser() -> argparse.ArgumentParser:
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    rnd = parser.add_argument_group("random cases (validation.random_cases; the kernel options above are "
+                                    "ignored: each case draws its own kernel and GPU)")
+    rnd.add_argument("--random", type=parse_positive_int, metavar="N",
+                     help="instead of networks: N random (layer, kernel, GPU) cases")
+    rnd.add_argument("--seed", type=int, default=1, metavar="S", help="seed of the random cases (default 1)")
+    rnd.add_argument("--case", type=int, metavar="I",
+                     help="only case I of the sequence (reproduces one case of a sweep)")
+    rnd.add_argument("--max-sectors", type=parse_positive_int, default=None, metavar="X",
+                     help="cap on a case's simulated L1 sectors (default: validation.random_cases's)")
+    rnd.add_argument("--worst", type=int, default=10, metavar="K", help="worst cases to list (default 10)")
     return parser
 
 
@@ -119,8 +130,17 @@ def check_arguments(args) -> None:
 
     from analytic import ReuseFactors
     args.kernel = kernel_from_args(args)
-    args.gpus = [resolve_gpu(name) for name in args.gpu]
-    args.cases = _cases(args.networks, args.gpus, args.batch, args.kernel)
+    if args.random is not None:
+        if args.networks:
+            raise CLIError("give either networks or --random N, not both")
+        args.cases = _random_cases(args)
+    elif not args.networks:
+        raise CLIError("give at least one network (or layer JSON file), or --random N")
+    else:
+        if args.case is not None:
+            raise CLIError("--case needs --random")
+        args.gpus = [resolve_gpu(name) for name in args.gpu]
+        args.cases = _cases(args.networks, args.gpus, args.batch, args.kernel)
     args.factors_obj = ReuseFactors.load(args.factors) if args.factors else None
     if args.cache_dir and not os.path.isdir(args.cache_dir):
         raise CLIError(f"--cache-dir {args.cache_dir}: not a directory")
@@ -129,8 +149,61 @@ def check_arguments(args) -> None:
             check_output_path(f"--{option}", getattr(args, option))
 
 
+def _random_cases(args) -> list:
+    from .random_cases import DEFAULT_MAX_SECTORS, random_case
+    if args.seed < 0:
+        raise CLIError(f"--seed must be a non-negative integer, got {args.seed}")
+    cap = args.max_sectors or DEFAULT_MAX_SECTORS
+    if args.case is not None:
+        if not 0 <= args.case < args.random:
+            raise CLIError(f"--case {args.case}: must be in [0, {args.random}) (the --random count)")
+        indices = [args.case]
+    else:
+        indices = range(args.random)
+    return [random_case(args.seed, i, cap) for i in indices]
+
+
+def run_random(args) -> int:
+    """--random: simulate and predict every case; print per-metric statistics and the worst cases."""
+    from analytic import l1_exact, predict_layer
+    from .random_sweep import format_random_report, random_stats
+    cases = args.cases
+    simulated = simulate_cases([(c.label, c.layer, c.gpu, c.kernel) for c in cases], None, jobs=args.jobs,
+                               cache_dir=args.cache_dir, quiet=args.quiet)
+    predicted = [predict_layer(c.layer, c.gpu, c.kernel, args.factors_obj) for c in cases]
+    exact = [l1_exact(c.layer, c.kernel) for c in cases]
+    stats = random_stats(cases, simulated, predicted, exact)
+    title = (f"{len(cases)} random cases, seed {args.seed}" if args.case is None
+             else f"case {args.case} of seed {args.seed}: {cases[0].describe()}")
+    title += f", factors: {args.factors or 'model defaults'}"
+    text = format_random_report(stats, worst=args.worst, title=title)
+    sys.stdout.write(text)
+    if args.markdown:
+        def write_md(tmp):
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        atomic_write(args.markdown, write_md)
+    if args.json:
+        def write_json(tmp):
+            doc = {"format": "deltasim-accuracy-random", "version": 1, "versions": versions(),
+                   "seed": args.seed, "factors": args.factors,
+                   "metrics": {k: {kk: vv for kk, vv in v.items()} for k, v in stats["metrics"].items()},
+                   "cases": [{"index": r["case"].index, "description": r["case"].describe(),
+                              "command": r["case"].command(), "layer": r["case"].layer.as_dict(),
+                              "gpu": r["case"].gpu.name, "gpu_change": r["case"].gpu_change,
+                              "kernel": r["case"].kernel.as_dict(), "errors": r["errors"],
+                              "simulated": r["sim"], "predicted": {k: v for k, v in r["pred"].items()}}
+                             for r in stats["cases"]]}
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, indent=1, default=str)
+        atomic_write(args.json, write_json)
+    return 0
+
+
 def run(args) -> int:
     from analytic import predict_layer
+    if args.random is not None:
+        return run_random(args)
     simulated = simulate_cases(args.cases, args.kernel, jobs=args.jobs, cache_dir=args.cache_dir,
                                quiet=args.quiet)
     predicted = [predict_layer(layer, gpu, args.kernel, args.factors_obj) for _, layer, gpu in args.cases]

@@ -314,22 +314,29 @@ def _write_cache(cache_dir, key, metrics):
     atomic_write(os.path.join(cache_dir, f"{key}.json"), writer)
 
 
+def _case_kernel(case, kernel):
+    """The kernel of a case: its 4th item if it has one (random cases), else ``kernel``."""
+    return case[3] if len(case) > 3 else kernel
+
+
 def simulate_cases(cases, kernel, *, jobs=1, cache_dir=None, memory=None, quiet=False) -> list:
-    """Simulated metrics for each case (deduplicated by layer shape + GPU + kernel)."""
+    """Simulated metrics for each case (deduplicated by layer shape + GPU + kernel).
+
+    ``cases``: ``(label, layer, gpu)`` simulated with ``kernel``, or ``(label, layer, gpu, kernel)``."""
     from tqdm import tqdm
     memory = {} if memory is None else memory
-    keys = [_cache_key(layer, gpu, kernel) for _, layer, gpu in cases]
+    keys = [_cache_key(case[1], case[2], _case_kernel(case, kernel)) for case in cases]
     todo = {}
-    for key, (_, layer, gpu) in zip(keys, cases):
+    for key, case in zip(keys, cases):
         if key in memory or key in todo:
             continue
         cached = _read_cache(cache_dir, key) if cache_dir else None
         if cached is not None:
             memory[key] = cached
         else:
-            todo[key] = (layer, gpu)
+            todo[key] = (case[1], case[2], _case_kernel(case, kernel))
     order = list(todo)
-    tasks = [((layer, gpu, kernel), {"jobs": None if jobs == 1 else 1}) for layer, gpu in todo.values()]
+    tasks = [((layer, gpu, k), {"jobs": None if jobs == 1 else 1}) for layer, gpu, k in todo.values()]
 
     def on_done(index, result):
         key = order[index]

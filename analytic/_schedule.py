@@ -1,0 +1,326 @@
+"""Schedule statistics of the CTA grid (Numba): who shares tiles with whom, on an SM and in a wave.
+
+DESIGN section 3's dispatcher hands out the grid's *valid* blocks (those whose tile lies in the grid)
+in linear-id order; with every CTA taking the same number of steps, waves run in lockstep and wave w
+is valid blocks [w B, (w + 1) B) (B = SMs x CTAs per SM), valid block j of a wave sitting on SM
+j mod SMs in slot j // SMs. So every statistic below is a function of the valid-block sequence.
+
+The valid-block sequence (GemmIdentityThreadblockSwizzle with log width L): grid rows of
+G = tiles_m 2^L blocks; a full row r holds, at row position x, tile_m = x >> L and
+tile_n = (r << L) + (x & (2^L - 1)); there are tiles_n >> L full rows. When tiles_n is not a multiple
+of 2^L, a last row keeps only the rem = tiles_n mod 2^L lanes: position x holds tile_m = x // rem,
+tile_n = (full rows << L) + x mod rem. In both, a row is tiles_m *runs* of l consecutive blocks
+(l = 2^L or rem) of one tile_m, and lane x mod l selects the tile_n.
+
+Exact statistics would loop over all CTAs, whose number grows with the batch. Instead the sampled
+statistics below average over at most ``max_samples`` (wave, SM) pairs (or waves), chosen by a
+low-discrepancy sequence over the full waves plus every SM of the last wave (exact when there are
+fewer pairs than that), so the cost is bounded whatever the batch size.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_PHI = (math.sqrt(5.0) - 1.0) / 2.0      # low-discrepancy (golden ratio) sample positions
+
+
+@njit(cache=True, inline="always")
+def tile_of(v, tiles_m, tiles_n, swz):
+    """(tile_m, tile_n) of valid block v (0 <= v < tiles_m tiles_n)."""
+    width = 1 << swz
+    g = tiles_m * width
+    full_rows = tiles_n >> swz
+    r = v // g
+    if r < full_rows:
+        x = v - r * g
+        return x >> swz, (r << swz) + (x & (width - 1))
+    rem = tiles_n - (full_rows << swz)
+    x = v - full_rows * g
+    return x // rem, (full_rows << swz) + x % rem
+
+
+# columns of sm_configs' rows
+(CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B) = range(9)
+_CFG_COLS = 9
+
+
+@njit(cache=True)
+def _sm_sample(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, out, row, weight):
+    """Add the CTAs of SM ``sm`` in wave ``w`` to ``out`` (one row per CTA, starting at ``row``)."""
+    base = w * per_wave + sm
+    k = 0
+    for s in range(cps):
+        v = base + s * sms
+        if v >= ctas:
+            break
+        tm_[s], tn_[s] = tile_of(v, tiles_m, tiles_n, swz)
+        k += 1
+    if k == 0:
+        return row
+    na = 0
+    nb = 0
+    for s in range(k):
+        new_a = True
+        new_b = True
+        for s2 in range(s):
+            if tm_[s2] == tm_[s]:
+                new_a = False
+            if tn_[s2] == tn_[s]:
+                new_b = False
+        na += new_a
+        nb += new_b
+    # the previous wave's CTAs on this SM (all of its slots were filled: waves before the last are full)
+    prev = w > 0
+    for s in range(k):
+        arep = 0.0
+        brep = 0.0
+        for s2 in range(s):
+            if tm_[s2] == tm_[s]:
+                arep = 1.0
+            if tn_[s2] == tn_[s]:
+                brep = 1.0
+        pa = 0.0
+        pb = 0.0
+        if prev:
+            pbase = (w - 1) * per_wave + sm
+            for s2 in range(cps):
+                ptm, ptn = tile_of(pbase + s2 * sms, tiles_m, tiles_n, swz)
+                if ptm == tm_[s]:
+                    pa = 1.0
+                if ptn == tn_[s]:
+                    pb = 1.0
+        out[row, CFG_WEIGHT] = weight
+        out[row, CFG_K] = k
+        out[row, CFG_NA] = na
+        out[row, CFG_NB] = nb
+        out[row, CFG_AREP] = arep
+        out[row, CFG_BREP] = brep
+        out[row, CFG_PREV] = 1.0 if prev else 0.0
+        out[row, CFG_PREV_A] = pa
+        out[row, CFG_PREV_B] = pb
+        row += 1
+    return row
+
+
+@njit(cache=True)
+def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
+    """Co-residency configurations, one row per sampled CTA (columns CFG_*), weights summing to the
+    number of CTAs: k CTAs on its SM, na / nb distinct tile_m / tile_n among them, whether an earlier
+    slot of the SM holds the same tile_m (AREP) / tile_n (BREP), whether the SM ran CTAs in the previous
+    wave (PREV) and whether one of them had the same tile_m (PREV_A) / tile_n (PREV_B)."""
+    ctas = tiles_m * tiles_n
+    per_wave = sms * cps
+    full = ctas // per_wave
+    last = ctas - full * per_wave
+    n_full_pairs = full * sms
+    n_last_sms = min(sms, last)
+    take_full = min(n_full_pairs, max(1, max_samples - n_last_sms)) if n_full_pairs else 0
+    out = np.zeros(((take_full + n_last_sms) * cps, _CFG_COLS), np.float64)
+    tm_ = np.empty(cps, np.int64)
+    tn_ = np.empty(cps, np.int64)
+    row = 0
+    if take_full:
+        wgt = n_full_pairs / take_full
+        for i in range(take_full):
+            if take_full == n_full_pairs:
+                j = i
+            else:
+                j = int(((i + 0.5) * _PHI % 1.0) * n_full_pairs)
+            row = _sm_sample(j // sms, j % sms, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_,
+                             out, row, wgt)
+    for sm in range(n_last_sms):
+        row = _sm_sample(full, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, out, row, 1.0)
+    return out[:row]
+
+
+GAP_MAX = 64           # re-fetch gaps (waves) from GAP_MAX on share the last bin
+_NEVER = -1
+
+
+@njit(cache=True, inline="always")
+def _row_of(v, g, full_rows):
+    """(row, first valid index of the row, run length l) of valid index v."""
+    r = v // g
+    if r > full_rows:
+        r = full_rows
+    return r, r * g
+
+
+@njit(cache=True)
+def last_before(x, a, tiles_m, tiles_n, swz):
+    """Valid index of the last block of tile_m x before valid index a (-1: none)."""
+    width = 1 << swz
+    g = tiles_m * width
+    full_rows = tiles_n >> swz
+    rem = tiles_n - (full_rows << swz)
+    if a <= 0:
+        return _NEVER
+    r, start = _row_of(a - 1, g, full_rows)
+    ell = width if r < full_rows else rem
+    first = start + x * ell
+    if first < a:
+        return min(a - 1, first + ell - 1)
+    if r == 0:
+        return _NEVER
+    return (r - 1) * g + (x + 1) * width - 1         # rows before the last one are full
+
+
+@njit(cache=True)
+def _gap(x, a, w, per_wave, tiles_m, tiles_n, swz):
+    """Waves since tile_m x was last read before wave w starts at a (GAP_MAX + 1: never)."""
+    last = last_before(x, a, tiles_m, tiles_n, swz)
+    if last < 0:
+        return GAP_MAX + 1
+    return min(w - last // per_wave, GAP_MAX)
+
+
+@njit(cache=True)
+def _hist_tiles(x0, x1, a, w, per_wave, tiles_m, tiles_n, swz, hist, weight):
+    """hist[gap of x] += weight for tiles x in [x0, x1] (never-read tiles not counted). The gap is a
+    non-increasing step function of x between the breakpoints of last_before, so runs of equal gap
+    are skipped by bisection: O(number of distinct gaps x log)."""
+    x = x0
+    while x <= x1:
+        gx = _gap(x, a, w, per_wave, tiles_m, tiles_n, swz)
+        lo = x
+        hi = x1
+        while lo < hi:                       # last x' in [x, x1] with the same gap
+            mid = (lo + hi + 1) // 2
+            if _gap(mid, a, w, per_wave, tiles_m, tiles_n, swz) == gx:
+                lo = mid
+            else:
+                hi = mid - 1
+        if gx <= GAP_MAX:
+            hist[gx] += weight * (lo - x + 1)
+        x = lo + 1
+
+
+@njit(cache=True)
+def _run(lo, hi, xa, a, w, per_wave, tiles_m, tiles_n, swz, hist_a, hist_h, weight):
+    """Tiles [lo, hi] read by wave w (starting at valid index a; xa: the tile_m of block a): their
+    gaps into hist_a, the boundaries they touch into hist_h. last_before is increasing in x on each
+    piece x < xa, x == xa, x > xa, so gaps do not increase there (bisection in _hist_tiles) and a
+    boundary (x, x + 1) inside a piece has gap min(g_x, g_{x+1}) = g_{x+1}."""
+    p0 = lo
+    prev_hi = -1
+    for piece in range(3):
+        if piece == 0:
+            p1 = min(hi, xa - 1)
+        elif piece == 1:
+            p1 = min(hi, xa)
+        else:
+            p1 = hi
+        if p1 < p0:
+            continue
+        _hist_tiles(p0, p1, a, w, per_wave, tiles_m, tiles_n, swz, hist_a, weight)
+        if p1 > p0:
+            _hist_tiles(p0 + 1, p1, a, w, per_wave, tiles_m, tiles_n, swz, hist_h, weight)
+        if prev_hi >= 0:                     # junction with the previous piece
+            gx = min(_gap(prev_hi, a, w, per_wave, tiles_m, tiles_n, swz),
+                     _gap(p0, a, w, per_wave, tiles_m, tiles_n, swz))
+            if gx <= GAP_MAX:
+                hist_h[gx] += weight
+        prev_hi = p1
+        p0 = p1 + 1
+    # the run's two outer boundaries, shared with tiles outside the wave
+    if lo > 0:
+        gx = min(_gap(lo - 1, a, w, per_wave, tiles_m, tiles_n, swz),
+                 _gap(lo, a, w, per_wave, tiles_m, tiles_n, swz))
+        if gx <= GAP_MAX:
+            hist_h[gx] += weight
+    if hi < tiles_m - 1:
+        gx = min(_gap(hi + 1, a, w, per_wave, tiles_m, tiles_n, swz),
+                 _gap(hi, a, w, per_wave, tiles_m, tiles_n, swz))
+        if gx <= GAP_MAX:
+            hist_h[gx] += weight
+
+
+@njit(cache=True)
+def _wave(w, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, sums, weight):
+    """Add wave w's statistics (see wave_stats) with ``weight``."""
+    width = 1 << swz
+    g = tiles_m * width
+    full_rows = tiles_n >> swz
+    rem = tiles_n - (full_rows << swz)
+    a = w * per_wave
+    b = min(ctas, a + per_wave)
+    # tile_m intervals of the wave's row segments, merged into at most two runs
+    r, start = _row_of(a, g, full_rows)
+    ell = width if r < full_rows else rem
+    xa = (a - start) // ell
+    end1 = min(b, start + tiles_m * ell)
+    xb = (end1 - 1 - start) // ell
+    run0_lo = xa
+    run0_hi = xb
+    run1_lo = 1
+    run1_hi = 0                               # empty
+    nb = 0
+    # B: lanes of the first segment; those already seen in this row before a were read l blocks ago
+    nl = min(ell, end1 - a)
+    nb += nl
+    for i in range(nl):
+        lane = (a - start + i) % ell
+        if lane < a - start:                  # the lane occurred in this row before a
+            last = a - 1 - ((a - 1 - start - lane) % ell)
+            hist_b[min(w - last // per_wave, GAP_MAX)] += weight
+    pos = end1
+    rr = r + 1
+    while pos < b:
+        ell2 = width if rr < full_rows else rem
+        e2 = min(b, pos + tiles_m * ell2)
+        x2 = (e2 - 1 - pos) // ell2
+        nb += min(ell2, e2 - pos)
+        if x2 >= run0_lo - 1:
+            run0_lo = 0
+            run0_hi = tiles_m - 1
+        elif run1_hi < run1_lo or run1_hi < x2:
+            run1_lo = 0
+            run1_hi = x2
+        pos = e2
+        rr += 1
+    na = run0_hi - run0_lo + 1 + max(0, run1_hi - run1_lo + 1)
+    nruns = 1 + (run1_hi >= run1_lo)
+    for k in range(nruns):
+        lo = run0_lo if k == 0 else run1_lo
+        hi = run0_hi if k == 0 else run1_hi
+        _run(lo, hi, xa, a, w, per_wave, tiles_m, tiles_n, swz, hist_a, hist_h, weight)
+    sums[0] += weight * na
+    sums[1] += weight * nb
+    sums[2] += weight * (b - a)
+    sums[3] += weight
+    sums[4] += weight * nruns
+
+
+@njit(cache=True)
+def wave_stats(tiles_m, tiles_n, swz, per_wave, max_samples):
+    """Per-wave tile statistics for the L2 model, summed over all waves (at most ``max_samples`` of
+    the full waves, scaled, plus the last wave):
+
+    hist_a[g]: tile_m fetches (a wave reading a tile_m) whose tile was last read g waves earlier
+    (1 <= g; GAP_MAX: that many or more); first reads are not counted.
+    hist_b[g]: the same for tile_n (B slices).
+    hist_h[g]: halo re-reads: boundaries (x, x + 1) between adjacent tile_m touched by the wave
+    (one of the two tiles is in it) that were touched before, g waves earlier (the more recent of
+    the two tiles' last reads before the wave).
+    sums: [distinct tile_m, distinct tile_n, CTAs, waves, tile_m runs], summed over waves."""
+    ctas = tiles_m * tiles_n
+    waves = (ctas + per_wave - 1) // per_wave
+    hist_a = np.zeros(GAP_MAX + 1, np.float64)
+    hist_b = np.zeros(GAP_MAX + 1, np.float64)
+    hist_h = np.zeros(GAP_MAX + 1, np.float64)
+    sums = np.zeros(5, np.float64)
+    n_inner = waves - 1
+    take = min(n_inner, max(1, max_samples))
+    if n_inner > 0:
+        wgt = n_inner / take
+        for i in range(take):
+            if take == n_inner:
+                w = i
+            else:
+                w = int(((i + 0.5) * _PHI % 1.0) * n_inner)
+            _wave(w, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, sums, wgt)
+    _wave(waves - 1, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, sums, 1.0)
+    return hist_a, hist_b, hist_h, sums

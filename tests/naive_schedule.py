@@ -1,0 +1,104 @@
+"""Slow, obviously correct references for `analytic._schedule`: enumerate every CTA of the grid.
+
+The dispatch follows DESIGN section 3 literally: blocks in linear-id order, blocks outside the grid
+skipped, passes over the SMs filling the lowest free slot, waves retiring together (every CTA takes
+the same number of steps), so wave w is the w-th group of SMs x CTAs-per-SM valid blocks.
+"""
+from __future__ import annotations
+
+__all__ = ["naive_valid_blocks", "naive_sm_configs", "naive_wave_stats"]
+
+
+def naive_valid_blocks(tiles_m, tiles_n, swz):
+    """[(tile_m, tile_n)] of the valid blocks in dispatch order (DESIGN's swizzle formulas)."""
+    width = 1 << swz
+    grid_x = tiles_m * width
+    rows = -(-tiles_n // width)
+    out = []
+    for b in range(grid_x * rows):
+        bx, by = b % grid_x, b // grid_x
+        tm, tn = bx >> swz, (by << swz) + (bx & (width - 1))
+        if tm < tiles_m and tn < tiles_n:
+            out.append((tm, tn))
+    return out
+
+
+def _dispatch(tiles_m, tiles_n, swz, sms, cps):
+    """waves[w] = {sm: [(tile_m, tile_n) by slot]} by simulating the dispatch passes."""
+    blocks = naive_valid_blocks(tiles_m, tiles_n, swz)
+    waves = []
+    nxt = 0
+    while nxt < len(blocks):
+        slots = {sm: [] for sm in range(sms)}
+        took = True
+        while took and nxt < len(blocks):
+            took = False
+            for sm in range(sms):
+                if len(slots[sm]) < cps and nxt < len(blocks):
+                    slots[sm].append(blocks[nxt])
+                    nxt += 1
+                    took = True
+        waves.append(slots)
+    return waves
+
+
+def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
+    """Sorted list of per-CTA tuples (k, na, nb, arep, brep, prev, prev_a, prev_b)."""
+    waves = _dispatch(tiles_m, tiles_n, swz, sms, cps)
+    rows = []
+    for w, slots in enumerate(waves):
+        for sm in range(sms):
+            tiles = slots[sm]
+            if not tiles:
+                continue
+            k = len(tiles)
+            na = len({t[0] for t in tiles})
+            nb = len({t[1] for t in tiles})
+            prev = waves[w - 1][sm] if w > 0 else []
+            for s, (tm, tn) in enumerate(tiles):
+                rows.append((k, na, nb, float(any(t[0] == tm for t in tiles[:s])),
+                             float(any(t[1] == tn for t in tiles[:s])), float(w > 0),
+                             float(any(t[0] == tm for t in prev)), float(any(t[1] == tn for t in prev))))
+    return sorted(rows)
+
+
+def naive_wave_stats(tiles_m, tiles_n, swz, per_wave, gap_max):
+    """(hist_a, hist_b, hist_h, sums) with the meaning of `analytic._schedule.wave_stats`."""
+    blocks = naive_valid_blocks(tiles_m, tiles_n, swz)
+    nwaves = -(-len(blocks) // per_wave)
+    hist_a = [0.0] * (gap_max + 1)
+    hist_b = [0.0] * (gap_max + 1)
+    hist_h = [0.0] * (gap_max + 1)
+    sums = [0.0] * 5
+    last_m, last_n = {}, {}           # tile -> last wave that read it
+    for w in range(nwaves):
+        wave = blocks[w * per_wave:(w + 1) * per_wave]
+        ms = sorted({t[0] for t in wave})
+        ns = {t[1] for t in wave}
+
+        def gap(x):
+            return min(w - last_m[x], gap_max) if x in last_m else None
+
+        for x in ms:
+            if gap(x) is not None:
+                hist_a[gap(x)] += 1
+        for y in ns:
+            if y in last_n:
+                hist_b[min(w - last_n[y], gap_max)] += 1
+        touched = {x for x in ms} | {x - 1 for x in ms}
+        for x in sorted(touched):
+            if 0 <= x < tiles_m - 1:
+                gaps = [g for g in (gap(x), gap(x + 1)) if g is not None]
+                if gaps:
+                    hist_h[min(gaps)] += 1
+        runs = sum(1 for x in ms if x - 1 not in ms)
+        sums[0] += len(ms)
+        sums[1] += len(ns)
+        sums[2] += len(wave)
+        sums[3] += 1
+        sums[4] += runs
+        for x in ms:
+            last_m[x] = w
+        for y in ns:
+            last_n[y] = w
+    return hist_a, hist_b, hist_h, sums

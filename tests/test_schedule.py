@@ -1,0 +1,66 @@
+"""analytic._schedule against the brute-force dispatch of tests/naive_schedule.py."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from analytic._schedule import GAP_MAX, sm_configs, tile_of, wave_stats
+from tests.naive_schedule import naive_sm_configs, naive_valid_blocks, naive_wave_stats
+
+grids = st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(0, 3), st.integers(1, 12),
+                  st.integers(1, 4))
+
+
+@given(grids)
+@settings(max_examples=300)
+def test_tile_of_is_the_dispatch_order(grid):
+    tm, tn, swz, _sms, _cps = grid
+    assert [tile_of(v, tm, tn, swz) for v in range(tm * tn)] == naive_valid_blocks(tm, tn, swz)
+
+
+@given(grids)
+@settings(max_examples=300)
+def test_sm_configs_exhaustive_equals_naive(grid):
+    tm, tn, swz, sms, cps = grid
+    rows = sm_configs(tm, tn, swz, sms, cps, 10 ** 6)
+    assert np.all(rows[:, 0] == 1.0)
+    assert sorted(tuple(float(x) for x in r[1:]) for r in rows) == \
+        [tuple(float(x) for x in r) for r in naive_sm_configs(tm, tn, swz, sms, cps)]
+
+
+@given(grids)
+@settings(max_examples=300)
+def test_wave_stats_exhaustive_equals_naive(grid):
+    tm, tn, swz, sms, cps = grid
+    got = wave_stats(tm, tn, swz, sms * cps, 10 ** 6)
+    want = naive_wave_stats(tm, tn, swz, sms * cps, GAP_MAX)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w)
+
+
+def test_hand_made_swizzle_and_partial_row():
+    # 3 x 3 tiles, swizzle 1 (width 2): rows of 6 blocks (tile_n 0-1), then a last row keeping lane 0 only
+    blocks = [tile_of(v, 3, 3, 1) for v in range(9)]
+    assert blocks == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (0, 2), (1, 2), (2, 2)]
+    # waves of 4 CTAs: wave 0 = blocks 0..3 (tile_m 0, 1; tile_n 0, 1); wave 1 = blocks 4..7 re-reads
+    # tile_m 0 and 1 and tile_n 0 and 1 (gap 1), first reads tile_m 2 and tile_n 2; wave 2 = block 8
+    # re-reads tile_m 2 and tile_n 2 (gap 1)
+    hist_a, hist_b, hist_h, sums = wave_stats(3, 3, 1, 4, 100)
+    assert hist_a[1] == 3 and hist_a.sum() == 3
+    assert hist_b[1] == 3 and hist_b.sum() == 3
+    # boundaries: wave 1 touches (0,1) and (1,2), both read before (gap 1); wave 2 touches (1,2): gap 1
+    assert hist_h[1] == 3 and hist_h.sum() == 3
+    assert list(sums) == [2 + 3 + 1, 2 + 3 + 1, 9, 3, 1 + 1 + 1]
+
+
+def test_sampled_statistics_stay_close_to_exhaustive():
+    # a grid with 60 waves; 16 sampled waves estimate the sums within a few percent
+    exact = wave_stats(300, 6, 2, 30, 10 ** 6)
+    sampled = wave_stats(300, 6, 2, 30, 16)
+    for e, s in zip(exact, sampled):
+        assert abs(e.sum() - s.sum()) <= 0.05 * e.sum() + 1
+    rows_e = sm_configs(300, 6, 2, 10, 3, 10 ** 6)
+    rows_s = sm_configs(300, 6, 2, 10, 3, 64)
+    assert abs(rows_e[:, 0].sum() - rows_s[:, 0].sum()) < 1e-6      # weights sum to the CTAs
+    for col in range(2, rows_e.shape[1]):
+        me = np.average(rows_e[:, col], weights=rows_e[:, 0])
+        ms = np.average(rows_s[:, col], weights=rows_s[:, 0])
+        assert abs(me - ms) <= 0.05 * max(1.0, me)
