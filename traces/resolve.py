@@ -18,6 +18,8 @@ def _kind(spec: str) -> str:
     """'network', 'json' or 'onnx' (by name, extension, then the file's first byte)."""
     if spec.strip().lower() in NETWORKS and os.path.sep not in spec:
         return "network"
+    if os.path.isdir(spec):
+        raise ValueError(f"{spec}: is a directory, not a layer file or an ONNX model")
     ext = os.path.splitext(spec)[1].lower()
     if ext in (".json", ".onnx"):
         return ext[1:]
@@ -28,6 +30,8 @@ def _kind(spec: str) -> str:
         except OSError as err:
             raise ValueError(f"{spec}: cannot read: {err}") from None
         return "json" if head[:1] in (b"[", b"{") else "onnx"
+    if os.path.sep in spec:
+        raise ValueError(f"{spec}: file not found")
     raise ValueError(f"unknown network {spec!r}; known networks: {', '.join(NETWORKS)}; "
                      f"or give a .json layer file or an .onnx model")
 
@@ -65,8 +69,6 @@ def resolve_layers(spec, batch=None) -> list:
     kind = _kind(spec)
     if kind == "network":
         return network(spec, 1 if batch is None else batch)
-    if os.path.isdir(spec):
-        raise ValueError(f"{spec}: is a directory, not a layer file or ONNX model")
     if not os.path.isfile(spec):
         raise ValueError(f"{spec}: {'layer' if kind == 'json' else 'ONNX'} file not found")
     try:
