@@ -112,8 +112,9 @@ def test_missing_value_infos_are_inferred(tmp_path):
 def test_shape_arithmetic_that_inference_leaves_unknown_is_folded(tmp_path):
     # Conv on the top half of x: Slice ends = Shape(x)[2] / 2 (data propagation stops at Div)
     const = {name: numpy_helper.from_array(np.array(value, dtype=np.int64), name)
-             for name, value in (("two", 2), ("axis_h", [2]), ("zero", [0]), ("index_h", 2))}
+             for name, value in (("axis_h", [2]), ("zero", [0]), ("index_h", 2))}
     nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Constant", [], ["two"], value_int=2),
              helper.make_node("Gather", ["shape", "index_h"], ["h"], axis=0),
              helper.make_node("Div", ["h", "two"], ["half"]),
              helper.make_node("Unsqueeze", ["half", "zero"], ["ends"]),

@@ -115,8 +115,13 @@ def _constants(onnx, graph) -> dict:
         if tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
             values[tensor.name] = onnx.numpy_helper.to_array(tensor)
     for node in graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            values[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+        if node.op_type != "Constant" or len(node.attribute) != 1:
+            continue
+        attr = node.attribute[0]
+        if attr.name == "value":
+            values[node.output[0]] = onnx.numpy_helper.to_array(attr.t)
+        elif attr.name in ("value_int", "value_ints"):
+            values[node.output[0]] = np.array(onnx.helper.get_attribute_value(attr), dtype=np.int64)
     return values
 
 
