@@ -64,7 +64,7 @@ def resolve_factors(path):
 def network_layers(name, batch):
     import traces
     try:
-        return traces.network(name, batch)
+        return traces.resolve_layers(name, batch)
     except (ValueError, TypeError, KeyError) as err:
         msg = err.args[0] if err.args else str(err)
         raise CliError(str(msg)) from None

@@ -24,7 +24,7 @@ LEVELS = (("l1", "L1", "o"), ("l2", "L2", "s"), ("dram", "DRAM", "^"))
 def create_parser():
     p = _cli.Parser(prog="python -m analytic.roofline",
                     description="Hierarchical roofline (L1, L2, DRAM) of a CNN's conv layers.")
-    p.add_argument("network", help="vgg16, resnet50, alexnet or googlenet")
+    p.add_argument("network", help="network name (traces.NETWORKS), .json layer file or .onnx model")
     p.add_argument("--gpu", default="v100", help="GPU name (default v100)")
     p.add_argument("--batch", default="1", help="comma-separated batch sizes (default 1)")
     p.add_argument("-o", "--output", default=None, help="write the plot (PNG) here")

@@ -27,7 +27,7 @@ _NOT_SCALABLE = ("name", "smem_carveouts", "l2_index")
 def create_parser():
     p = _cli.Parser(prog="python -m analytic.scaling",
                     description="Predicted speedup of a CNN's conv layers when GPU resources scale.")
-    p.add_argument("network", help="vgg16, resnet50, alexnet or googlenet")
+    p.add_argument("network", help="network name (traces.NETWORKS), .json layer file or .onnx model")
     p.add_argument("--gpu", default="v100", help="base GPU (default v100)")
     p.add_argument("--batch", type=str, default="1", help="batch size (default 1)")
     p.add_argument("--scale", action="append", default=[], metavar="FIELD=X[,FIELD=Y]",

@@ -172,8 +172,10 @@ def test_bad_batch(batch):
 
 
 def test_unknown_network_lists_known():
-    with pytest.raises(ValueError, match="vgg16, resnet50, alexnet, googlenet"):
-        network("vgg19")
+    known = ("vgg16, resnet50, alexnet, googlenet, resnet18, resnet101, vgg19, inception_v3, mobilenet_v2, "
+             "resnext50_32x4d, efficientnet_b0, densenet121")
+    with pytest.raises(ValueError, match=known):
+        network("vgg13")
     with pytest.raises(TypeError):
         network(16)
 

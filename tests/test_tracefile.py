@@ -334,7 +334,7 @@ def test_dump_json_layers(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, pattern", [
-    (["vgg19", "--layer", "conv1_1"], "unknown network 'vgg19'; known networks: vgg16, resnet50"),
+    (["vgg13", "--layer", "conv1_1"], "unknown network 'vgg13'; known networks: vgg16, resnet50"),
     (["vgg16", "--layer", "conv6_1"], "unknown layer 'conv6_1' in vgg16; its layers: conv1_1, conv1_2"),
     (["vgg16", "--layer", "conv1_1", "--gpu", "k80"], "unknown GPU 'k80'; known GPUs: titanxp"),
     (["vgg16", "--layer", "conv1_1", "--tile", "128x128"], "tile must look like MxNxK"),

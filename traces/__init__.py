@@ -5,8 +5,10 @@ from .layer import ConvLayer
 __all__ = ["ConvLayer", "KernelConfig", "ThreadMap"]
 
 from .networks import NETWORKS, load_layers, network  # noqa: E402
+from .onnx_import import load_onnx  # noqa: E402
+from .resolve import resolve_layers  # noqa: E402
 
-__all__ += ["NETWORKS", "load_layers", "network"]
+__all__ += ["NETWORKS", "load_layers", "load_onnx", "network", "resolve_layers"]
 
 from .simulate import simulate_layer  # noqa: E402
 from .stream import RequestChunk, iter_request_chunks, tensor_bases  # noqa: E402

@@ -3,7 +3,8 @@
     python -m traces.dump resnet50 --layer layer2.0.conv2 --gpu v100 -o conv2.h5
     python -m traces.dump my_layers.json --layer mine --batch 4 --tile 128x64x8 -o mine.h5
 
-NETWORK is a network name (``traces.NETWORKS``) or a JSON layer file (``traces.load_layers``).
+NETWORK is a network name (``traces.NETWORKS``), a JSON layer file (``traces.load_layers``) or an ONNX model
+(``traces.load_onnx``), resolved by ``traces.resolve_layers``.
 Bad input exits with status 2 and one ``error: ...`` line on stderr; the output file is written to a
 temporary name and renamed only when complete, so a failed or interrupted run leaves nothing behind.
 """
@@ -23,7 +24,8 @@ from simcore.gpus import GPUS, gpu as lookup_gpu
 
 from .kernel import DTYPE_BYTES, LAYOUTS, KernelConfig
 from .layer import ConvLayer
-from .networks import NETWORKS, load_layers, network
+from .networks import NETWORKS
+from .resolve import resolve_layers
 
 __all__ = ["create_parser", "check_arguments", "run", "main"]
 
@@ -50,7 +52,7 @@ def create_parser() -> argparse.ArgumentParser:
         description="Write the exact warp-request stream of one convolution layer (DESIGN section 3) "
                     "to a compressed HDF5 trace file.")
     parser.add_argument("network", metavar="NETWORK",
-                        help=f"network name ({', '.join(NETWORKS)}) or a JSON layer file")
+                        help=f"network name ({', '.join(NETWORKS)}), a JSON layer file or an .onnx model")
     parser.add_argument("--layer", required=True, metavar="NAME", help="layer name within the network")
     parser.add_argument("--gpu", default="v100", help=f"GPU ({', '.join(GPUS)}; default v100)")
     parser.add_argument("--batch", default=None, metavar="N",
@@ -79,18 +81,7 @@ def check_arguments(args) -> Resolved:
     """Resolve and check parsed arguments; raise ValueError (one line) on bad input."""
     batch = 1 if args.batch is None else _positive_int("batch", args.batch)
     source = args.network
-    if os.path.splitext(source)[1].lower() == ".json" or os.path.isfile(source):
-        try:
-            layers = load_layers(source)
-            if args.batch is not None:
-                layers = [layer.with_batch(batch) for layer in layers]
-        except FileNotFoundError as err:
-            raise ValueError(str(err)) from None
-    else:
-        if source.strip().lower() not in NETWORKS:
-            raise ValueError(f"unknown network {source!r}; known networks: {', '.join(NETWORKS)} "
-                             f"(or a JSON layer file)")
-        layers = network(source, batch)
+    layers = resolve_layers(source, None if args.batch is None else batch)
     by_name = {layer.name: layer for layer in layers}
     if args.layer not in by_name:
         raise ValueError(f"unknown layer {args.layer!r} in {source}; its layers: "

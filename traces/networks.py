@@ -1,5 +1,10 @@
 """Convolution layers of well-known CNNs (every conv layer, named as in the original models).
 
+vgg16, resnet50, alexnet and googlenet follow the sources below (vgg16 and googlenet with the papers'
+layer names); resnet18, resnet101, vgg19, inception_v3, mobilenet_v2, resnext50_32x4d, efficientnet_b0
+and densenet121 are torchvision's definitions with torchvision's module names (`traces._torchvision`,
+which also builds resnet50 and vgg16).
+
 ``network(name, batch=1)`` returns the forward-convolution layers of one network as `ConvLayer` objects
 in execution order; ``load_layers(path)`` reads user-defined layers from a JSON file through the same
 `ConvLayer` checks. Only convolutions are listed: pooling, normalisation and fully-connected layers
@@ -36,6 +41,7 @@ import json
 import numbers
 import os
 
+from . import _torchvision
 from .layer import ConvLayer
 
 __all__ = ["NETWORKS", "network", "load_layers"]
@@ -47,52 +53,6 @@ def _check_batch(batch) -> int:
     if batch <= 0:
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
     return int(batch)
-
-
-# ---- VGG-16 [VGG] Table 1, configuration D --------------------------------------------------------
-# (stage, input spatial size, output channels of each conv in the stage)
-_VGG16 = ((1, 224, (64, 64)),
-          (2, 112, (128, 128)),
-          (3, 56, (256, 256, 256)),
-          (4, 28, (512, 512, 512)),
-          (5, 14, (512, 512, 512)))
-
-
-def _vgg16(n: int) -> list:
-    layers, c = [], 3
-    for stage, size, widths in _VGG16:
-        for i, k in enumerate(widths, 1):
-            layers.append(ConvLayer(n, c, size, size, k, 3, 3, stride=1, pad=1, name=f"conv{stage}_{i}"))
-            c = k
-    return layers
-
-
-# ---- ResNet-50 (torchvision v1.5) [RES] ----------------------------------------------------------
-# (stage name, bottleneck blocks, planes, stride of the first block)
-_RESNET50 = (("layer1", 3, 64, 1), ("layer2", 4, 128, 2), ("layer3", 6, 256, 2), ("layer4", 3, 512, 2))
-_EXPANSION = 4
-
-
-def _resnet50(n: int) -> list:
-    layers = [ConvLayer(n, 3, 224, 224, 64, 7, 7, stride=2, pad=3, name="conv1")]   # 224 -> 112
-    size = 56                                                                    # 3x3/2 max-pool, pad 1
-    inplanes = 64
-    for stage, blocks, planes, first_stride in _RESNET50:
-        for b in range(blocks):
-            stride = first_stride if b == 0 else 1
-            prefix = f"{stage}.{b}"
-            width = planes                     # base_width 64, groups 1
-            out = planes * _EXPANSION
-            out_size = (size + 2 - 3) // stride + 1
-            layers.append(ConvLayer(n, inplanes, size, size, width, 1, 1, name=f"{prefix}.conv1"))
-            layers.append(ConvLayer(n, width, size, size, width, 3, 3, stride=stride, pad=1,
-                                    name=f"{prefix}.conv2"))
-            layers.append(ConvLayer(n, width, out_size, out_size, out, 1, 1, name=f"{prefix}.conv3"))
-            if stride != 1 or inplanes != out:
-                layers.append(ConvLayer(n, inplanes, size, size, out, 1, 1, stride=stride,
-                                        name=f"{prefix}.downsample.0"))
-            inplanes, size = out, out_size
-    return layers
 
 
 # ---- AlexNet (torchvision) [ALEX] ----------------------------------------------------------------
@@ -142,7 +102,16 @@ def _googlenet(n: int) -> list:
     return layers
 
 
-_BUILDERS = {"vgg16": _vgg16, "resnet50": _resnet50, "alexnet": _alexnet, "googlenet": _googlenet}
+def _vgg16(n: int) -> list:
+    return _torchvision.vgg(n, _torchvision.VGG_CFG_D, paper_names=True)
+
+
+#: Networks built from torchvision's definitions, named with its module names (see `_torchvision`).
+TORCHVISION_NETWORKS = ("resnet18", "resnet101", "vgg19", "inception_v3", "mobilenet_v2", "resnext50_32x4d",
+                        "efficientnet_b0", "densenet121")
+
+_BUILDERS = {"vgg16": _vgg16, "resnet50": _torchvision.resnet50, "alexnet": _alexnet, "googlenet": _googlenet,
+             **{name: getattr(_torchvision, name) for name in TORCHVISION_NETWORKS}}
 NETWORKS = tuple(_BUILDERS)
 
 
@@ -157,7 +126,7 @@ def network(name: str, batch: int = 1) -> list:
     key = name.strip().lower()
     if key not in _BUILDERS:
         raise ValueError(f"unknown network {name!r}; known networks: {', '.join(NETWORKS)}")
-    return _BUILDERS[key](_check_batch(batch))
+    return list(_BUILDERS[key](_check_batch(batch)))
 
 
 # ---- user-defined layers from JSON ---------------------------------------------------------------

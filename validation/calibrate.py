@@ -221,13 +221,8 @@ def create_parser() -> argparse.ArgumentParser:
 
 
 def _layers_of(item: str, batch: int):
-    from traces.networks import NETWORKS, load_layers, network
-    if item.lower().endswith(".json") or os.path.sep in item:
-        layers = load_layers(item)
-        return layers if batch is None else [layer.with_batch(batch) for layer in layers]
-    if item.strip().lower() not in NETWORKS:
-        raise CLIError(f"unknown network {item!r}; known networks: {', '.join(NETWORKS)}")
-    return network(item.strip().lower(), 1 if batch is None else batch)
+    from traces import resolve_layers
+    return resolve_layers(item, batch)
 
 
 def _cases(items, gpus, batches, kernel) -> list:

@@ -66,7 +66,8 @@ def create_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 done, 2 bad input (one 'error: ...' line on stderr, no output file), "
                "130 interrupted (results files hold the finished layers, marked complete: false).")
     parser.add_argument("network", nargs="?", metavar="NETWORK",
-                        help=f"network: {', '.join(NETWORKS)} (optional with --layers-file)")
+                        help=f"network: {', '.join(NETWORKS)}, a .json layer file or an .onnx model "
+                             f"(optional with --layers-file)")
     parser.add_argument("--gpu", default="v100", help="GPU name (default: %(default)s)")
     parser.add_argument("--batch", type=parse_positive_int, default=None,
                         help="batch size (default: 1; with --layers-file: the file's n unless given)")
@@ -95,16 +96,14 @@ def check_arguments(args) -> None:
 
     Sets ``args.layer_list``, ``args.gpu_obj``, ``args.kernel``, ``args.factors_obj``, ``args.measured``.
     """
-    from traces.networks import NETWORKS, load_layers, network
+    from traces import NETWORKS, load_layers, resolve_layers
     if args.network is None and not args.layers_file:
         raise CLIError(f"give a NETWORK ({', '.join(NETWORKS)}) or --layers-file FILE")
     if args.network is not None and args.layers_file:
         raise CLIError("give either a NETWORK or --layers-file, not both")
     if args.network is not None:
-        if args.network.strip().lower() not in NETWORKS:
-            raise CLIError(f"unknown network {args.network!r}; known networks: {', '.join(NETWORKS)}")
-        args.network = args.network.strip().lower()
-        layers = network(args.network, args.batch or 1)
+        layers = resolve_layers(args.network, args.batch)
+        args.network = args.network.strip().lower() if args.network.strip().lower() in NETWORKS else args.network
     else:
         layers = load_layers(args.layers_file)
         if args.batch is not None:
@@ -169,7 +168,7 @@ def run(args) -> int:
     factors = args.factors_obj
     # The model is cheap: predict everything first so that a model error stops us before any output.
     predicted = [predict_layer(layer, gpu, kernel, factors) for layer in layers]
-    batch = args.batch if args.batch is not None else (1 if args.network else layers[0].n)
+    batch = args.batch if args.batch is not None else layers[0].n
     meta = dict(network=args.network, gpu=gpu, kernel=kernel, factors=_factors_dict(factors), batch=batch)
     done = {}
     last_save = [-float("inf")]
