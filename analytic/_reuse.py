@@ -9,7 +9,7 @@ from ._counts import _range_1d
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py. tests/test_jit_deps.py checks this digest of it: updating the digest
 # after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "398289e330168a6c"
+_JIT_DEPS_SHA256 = "5c5be9b8aa2a44d4"
 
 
 @njit(cache=True)
