@@ -5,11 +5,12 @@ import numpy as np
 from numba import njit
 
 from ._counts import _range_1d
+from ._l2 import l2_miss_prob
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py. tests/test_jit_deps.py checks this digest of it: updating the digest
 # after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "5c5be9b8aa2a44d4"
+_JIT_DEPS_SHA256 = "7080867da80fd4c2"
 
 
 @njit(cache=True)
@@ -108,7 +109,7 @@ def window_rows(hist):
 
 @njit(cache=True)
 def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, bfrac, extra,
-              l2a, l2b, l2w):
+              l2a, l2b, l2_ways, l2_spread):
     """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
     (linear ramp lo..hi).
 
@@ -124,7 +125,7 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
     Also returns the rows whose reuse misses L1 *and* L2 (nhwc): in lockstep every CTA of the
     wave touches its own window's lines in the meantime, L2 distance / capacity =
     l2a * (A lines of the window) + l2b * d (B lines per round of the wave), in lines (L2 LRU is
-    per line: an A access fills one sector of a line); miss probability logistic of width l2w."""
+    per line: an A access fills one sector of a line); miss probability `_l2.l2_miss_prob`."""
     RS = hist.shape[0]
     total = 0.0
     total2 = 0.0
@@ -152,11 +153,7 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
                 pm = hv * (x - lo) / (hi - lo)
             total += pm
             if union and l2a > 0:
-                z = (ua * l2a + d * l2b - 1.0) / l2w
-                if z > 40:
-                    total2 += pm
-                elif z > -40:
-                    total2 += pm / (1.0 + np.exp(-z))
+                total2 += pm * l2_miss_prob(ua * l2a + d * l2b, l2_ways, l2_spread)
     return total, total2
 
 
@@ -170,137 +167,103 @@ def _ramp(x, lo, hi):
 
 
 @njit(cache=True)
-def _binom_w(n, j, p):
-    """P[X = j], X ~ Binomial(n, p) (n small)."""
-    c = 1.0
-    for i in range(j):
-        c = c * (n - i) / (i + 1)
-    return c * p ** j * (1.0 - p) ** (n - j)
+def l1_configs(hist, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpr_b,
+               nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, reuse_b1, lpm_a, b_row_lines,
+               ns_life, bfrac, l2a_w, l2b, l2_ways, l2_spread):
+    """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
+    weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
+    slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
+    one of them had this CTA's tile_m / tile_n) and tile classes (full and partial tiles).
 
+    Returns (fraction of A row accesses that miss L1, fraction of B lookups that hit, fraction of A
+    row accesses whose within-CTA reuse misses L1 and L2).
 
-@njit(cache=True)
-def l1_classes(hist, rows_t, classes, mcls, ncls, ctas, M, R, S, tm, tn, ksteps, lpr_a, lpr_b,
-               nsa, nsb, nmax, ways, lo, hi, dscale, p_m, p_n, p_mw, p_nw, f_wave, share_blk,
-               reuse_b1, lpm_a, b_row_lines, ns_life, bfrac, l2a_w, l2b, l2w):
-    """L1 model over co-residency classes (k CTAs per SM, weight) and tile classes (rows, weight):
-    returns (fraction of A row accesses that miss, fraction of B lookups that hit, fraction of A row
-    accesses whose within-CTA reuse misses L1 and L2).
-
-    The number of distinct A (B) tiles among the k co-resident CTAs is 1 + X with X binomial
-    (k - 1, 1 - p_m) (resp. 1 - p_n): the LRU cliff is evaluated for each outcome and the results
-    mixed (a cliff of the mean distance is not the mean of the cliffs)."""
+    A CTA whose tile an earlier slot of its SM holds reads, in every round, what that slot has just
+    read: its accesses hit. A first holder misses on first touches and on reuses whose LRU window
+    (the SM's na A windows and nb filter tiles, plus round t's filter lines when an earlier slot
+    shares its filters) reaches the ways; the previous wave's CTA on the SM may have left the tile."""
     rows_total = rows_t.sum()
     RS = R * S
+    wsum = 0.0
     miss_frac_a = 0.0
     miss2_frac_a = 0.0
     hit_b = 0.0
     lat = np.empty(rows_t.shape[0], np.float64)
     win = window_rows(hist)
-    for ci in range(classes.shape[0]):
-        k = classes[ci, 0]
-        kk = int(k + 0.5) - 1
-        wgt = classes[ci, 1] / ctas
-        f_wave = classes[ci, 2]      # CTAs of the class whose slot ran a CTA in the previous wave
-        p_n = classes[ci, 3]         # co-resident partners of the class sharing the filters
-        ma_cls = 0.0
-        ma2_cls = 0.0
-        hb_cls = 0.0
-        for ja in range(kk + 1):
-            if p_m >= 1.0:
-                if ja > 0:
-                    break
-                wa = 1.0
-            elif p_m <= 0.0:
-                if ja < kk:
-                    continue
-                wa = 1.0
-            else:
-                wa = _binom_w(kk, ja, 1.0 - p_m)
-            na = 1.0 + ja
-            for jb in range(kk + 1):
-                if p_n >= 1.0:
-                    if jb > 0:
-                        break
-                    wb = 1.0
-                elif p_n <= 0.0:
-                    if jb < kk:
-                        continue
-                    wb = 1.0
+    for ci in range(cfg.shape[0]):
+        wgt = cfg[ci, 0]
+        k = cfg[ci, 1]
+        na = cfg[ci, 2]
+        nb = cfg[ci, 3]
+        arep = cfg[ci, 4] > 0.5
+        brep = cfg[ci, 5] > 0.5
+        prev_a = cfg[ci, 7] > 0.5
+        prev_b = cfg[ci, 8] > 0.5
+        wsum += wgt
+        ma = 0.0
+        ma2 = 0.0
+        hb_acc = 0.0
+        for mi in range(mcls.shape[0]):
+            T = mcls[mi, 0]
+            wm = mcls[mi, 1]
+            for ni in range(ncls.shape[0]):
+                Kt = ncls[ni, 0]
+                wn = ncls[ni, 1]
+                lines_b = Kt * lpr_b
+                other = nb * lines_b / nmax
+                ma_t = 0.0
+                lines_a_rnd = rows_total / RS * (T / M) * lpr_a      # one CTA's A lines per round
+                if arep and rows_total > 0:
+                    # the earlier slot read these sectors this round; in between: its B lines and
+                    # this CTA's... (one slot's A and B lines of the round)
+                    ma += wm * wn * (1.0 - _ramp((lines_a_rnd / nsa + lines_b / nmax) / ways, lo, hi))
+                if not arep and rows_total > 0:
+                    for t in range(rows_t.shape[0]):
+                        lat[t] = rows_t[t] * (T / M) * lpr_a * na
+                    sa = (T / M) * lpr_a * na
+                    extra = lines_b / nmax if brep else 0.0
+                    m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
+                                       extra, l2a_w / na, l2b, l2_ways, l2_spread)
+                    ma_t = m1 / rows_total
+                    ma += wm * wn * ma_t
+                    ma2 += wm * wn * m2 / rows_total
+                if brep:
+                    # the earlier slot read these filter lines this round; this CTA's A lines came since
+                    hb = _ramp((lines_b / nsb + lines_a_rnd / nmax) / ways, lo, hi)
                 else:
-                    wb = _binom_w(kk, jb, 1.0 - p_n)
-                nb = 1.0 + jb
-                # co-resident partners sharing this CTA's filters (tile) and rows (tile)
-                q_n = (kk - jb) / kk if kk > 0 else 0.0
-                q_m = (kk - ja) / kk if kk > 0 else 0.0
-                ma = 0.0
-                ma2 = 0.0
-                hb_acc = 0.0
-                for mi in range(mcls.shape[0]):
-                    T = mcls[mi, 0]
-                    wm = mcls[mi, 1]
-                    for ni in range(ncls.shape[0]):
-                        Kt = ncls[ni, 0]
-                        wn = ncls[ni, 1]
-                        lines_b = Kt * lpr_b
-                        other = nb * lines_b / nmax
-                        for t in range(rows_t.shape[0]):
-                            lat[t] = rows_t[t] * (T / M) * lpr_a * na
-                        ma_t = 0.0
-                        if rows_total > 0:
-                            # sharers of this CTA's filters: one of them steps before it in the
-                            # round with probability s / (s + 1)
-                            s_n = kk - jb
-                            ps = s_n / (s_n + 1.0)
-                            sa = (T / M) * lpr_a * na
-                            m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
-                                               0.0, l2a_w / na, l2b, l2w)
-                            ma_t = (1.0 - ps) * m1
-                            ma2_t = (1.0 - ps) * m2
-                            if ps > 0:
-                                m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale,
-                                                   bfrac, lines_b / nmax, l2a_w / na, l2b, l2w)
-                                ma_t += ps * m1
-                                ma2_t += ps * m2
-                            ma_t /= rows_total
-                            ma2_t /= rows_total
-                            ma += wm * wn * ma_t
-                            ma2 += wm * wn * ma2_t
-                        lines_a = rows_total / RS * (T / M) * lpr_a
-                        d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
-                        hb = reuse_b1 * _ramp(d_b, lo, hi)
-                        if share_blk > 0:
-                            hb += (1.0 - hb) * share_blk * _ramp(RS * d_b, lo, hi)
-                        if k > 1:
-                            d_cta_b = (lines_b / nsb + lines_a / nmax) / ways
-                            hb += (1.0 - hb) * (k - 1) / k * q_n * _ramp(d_cta_b, lo, hi)
+                    lines_a = rows_total / RS * (T / M) * lpr_a
+                    d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
+                    hb = reuse_b1 * _ramp(d_b, lo, hi)
+                    if share_blk > 0:
+                        hb += (1.0 - hb) * share_blk * _ramp(RS * d_b, lo, hi)
+                    if prev_b:
                         # the previous wave's CTA on this SM used the same filters: distance one
                         # CTA lifetime (distinct lines: A misses, the CTA's whole filter slice)
                         a_life = k * ma_t * rows_total * (T / M) * lpm_a
                         b_life = nb * min(ksteps * lines_b, Kt * b_row_lines)
                         life = (a_life + b_life) / ns_life / ways
-                        hb += (1.0 - hb) * f_wave * p_nw * _ramp(life, lo, hi)
-                        hb_acc += wm * wn * hb
-                lines_a = rows_total / RS * (tm / M) * lpr_a
-                ma_raw = ma
-                if share_blk > 0:
-                    ma *= 1.0 - share_blk * _ramp(RS * (lines_a * na / nsa + nb * tn * lpr_b / nmax) / ways,
-                                                  lo, hi)
-                if k > 1:
-                    d_cta_a = (lines_a / nsa + tn * lpr_b / nmax) / ways
-                    ma *= 1.0 - (k - 1) / k * q_m * _ramp(d_cta_a, lo, hi)
-                if p_mw > 0:
-                    a_life = k * ma * rows_total * (tm / M) * lpm_a
-                    b_life = nb * min(ksteps * tn * lpr_b, tn * b_row_lines)
-                    life = (a_life + b_life) / ns_life / ways
-                    ma *= 1.0 - f_wave * p_mw * _ramp(life, lo, hi)
-                if ma_raw > 0:
-                    ma2 *= ma / ma_raw
-                ma_cls += wa * wb * ma
-                ma2_cls += wa * wb * ma2
-                hb_cls += wa * wb * hb_acc
-        miss_frac_a += wgt * ma_cls
-        miss2_frac_a += wgt * ma2_cls
-        hit_b += wgt * hb_cls
+                        hb += (1.0 - hb) * _ramp(life, lo, hi)
+                hb_acc += wm * wn * hb
+        if not arep:
+            lines_a = rows_total / RS * (tm / M) * lpr_a
+            ma_raw = ma
+            if share_blk > 0:
+                ma *= 1.0 - share_blk * _ramp(RS * (lines_a * na / nsa + nb * tn * lpr_b / nmax) / ways,
+                                              lo, hi)
+            if prev_a:
+                a_life = k * ma * rows_total * (tm / M) * lpm_a
+                b_life = nb * min(ksteps * tn * lpr_b, tn * b_row_lines)
+                life = (a_life + b_life) / ns_life / ways
+                ma *= 1.0 - _ramp(life, lo, hi)
+            if ma_raw > 0:
+                ma2 *= ma / ma_raw
+        miss_frac_a += wgt * ma
+        miss2_frac_a += wgt * ma2
+        hit_b += wgt * hb_acc
+    if wsum > 0:
+        miss_frac_a /= wsum
+        miss2_frac_a /= wsum
+        hit_b /= wsum
     return miss_frac_a, hit_b, miss2_frac_a
 
 
@@ -340,3 +303,25 @@ def touched_1d(out_size, in_size, stride, pad, dil, filt):
                 cur_hi = hi
         total += (cur_hi - cur_lo) // stride + 1
     return total
+
+
+@njit(cache=True)
+def touched_runs_1d(out_size, in_size, stride, pad, dil, filt):
+    """(distinct input positions read along one axis, maximal runs of consecutive ones)."""
+    hit = np.zeros(in_size, np.bool_)
+    for f in range(filt):
+        off = f * dil - pad
+        for o in range(out_size):
+            x = o * stride + off
+            if x >= in_size:
+                break
+            if x >= 0:
+                hit[x] = True
+    count = 0
+    runs = 0
+    for x in range(in_size):
+        if hit[x]:
+            count += 1
+            if x == 0 or not hit[x - 1]:
+                runs += 1
+    return count, runs

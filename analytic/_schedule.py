@@ -136,6 +136,36 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
     return out[:row]
 
 
+@njit(cache=True)
+def aggregate_configs(rows):
+    """Merge rows of sm_configs with equal columns 1.. (summing weights); the distinct
+    configurations are few (a linear search over them per row is cheaper than a sort)."""
+    n = rows.shape[0]
+    out = np.zeros((min(n, 256), rows.shape[1]), np.float64)
+    m = 0
+    for i in range(n):
+        found = -1
+        for j in range(m):
+            same = True
+            for c in range(1, rows.shape[1]):
+                if out[j, c] != rows[i, c]:
+                    same = False
+                    break
+            if same:
+                found = j
+                break
+        if found < 0:
+            if m == out.shape[0]:
+                grown = np.zeros((2 * m, rows.shape[1]), np.float64)
+                grown[:m] = out[:m]
+                out = grown
+            out[m] = rows[i]
+            m += 1
+        else:
+            out[found, 0] += rows[i, 0]
+    return out[:m]
+
+
 GAP_MAX = 64           # re-fetch gaps (waves) from GAP_MAX on share the last bin
 _NEVER = -1
 

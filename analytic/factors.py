@@ -14,7 +14,7 @@ import os
 import tempfile
 
 FORMAT = "deltasim-factors"
-VERSION = 1
+VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,15 +36,13 @@ class ReuseFactors:
         (m, m + delta) that straddle a tile boundary is l1_tile_edge * |delta| / tile_m
         (1.0: uniform tile positions).
     l2_capacity : float
-        Effective fraction of the L2 capacity that LRU keeps useful for a reuse (slice and set
-        imbalance of the hash, lines partly valid). Default 0.97.
-    l2_cliff_width : float
-        Width of the logistic ramp of the L2 miss probability of a reuse against
-        (distance / effective capacity) around 1 (LRU's cliff, smoothed by the slice hash and
-        16-20-way sets). Default 0.12.
-    l2_halo_miss : float
-        Fraction of the input halo (rows shared by CTAs in consecutive waves) re-read from DRAM at
-        each wave boundary when a wave's traffic exceeds L2. Default 1.0.
+        Effective fraction of the L2 capacity that LRU keeps useful for a reuse (lines partly
+        valid, hash imbalance). Default 0.97.
+    l2_cliff_spread : float
+        Scale of the spread of the L2's LRU cliff around its capacity. The miss probability of a
+        reuse is P(Poisson(ways x) >= ways), x = distinct lines in its window / useful capacity
+        (the window's lines spread over the sets by the hash); 1.0 is that spread, smaller is a
+        sharper cliff (a hash that spreads lines more evenly than at random). Default 1.0.
     l2_dirty_capacity : float
         Effective fraction of L2 holding the most recent lines at kernel end (dirty sectors left).
         Default 0.985.
@@ -54,8 +52,7 @@ class ReuseFactors:
     l1_hit_hi: float = 1.06
     l1_tile_edge: float = 1.0
     l2_capacity: float = 0.97
-    l2_cliff_width: float = 0.12
-    l2_halo_miss: float = 1.0
+    l2_cliff_spread: float = 0.35
     l2_dirty_capacity: float = 0.985
 
     BOUNDS = {
@@ -63,8 +60,7 @@ class ReuseFactors:
         "l1_hit_hi": (0.2, 4.0),
         "l1_tile_edge": (0.0, 3.0),
         "l2_capacity": (0.3, 1.5),
-        "l2_cliff_width": (0.005, 1.0),
-        "l2_halo_miss": (0.0, 2.0),
+        "l2_cliff_spread": (0.1, 3.0),
         "l2_dirty_capacity": (0.3, 1.2),
     }
 

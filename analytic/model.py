@@ -15,7 +15,9 @@ from traces.stream import check_types
 from traces.kernel import KernelConfig
 
 from ._counts import l1_counts
-from ._reuse import l1_classes, reuse_histogram, touched_1d
+from ._l2 import refetch_misses
+from ._reuse import l1_configs, reuse_histogram, touched_1d, touched_runs_1d
+from ._schedule import aggregate_configs, sm_configs, wave_stats
 from .factors import resolve_factors
 
 __all__ = ["predict_layer", "predict_network", "TIMING_KEYS"]
@@ -23,20 +25,14 @@ __all__ = ["predict_layer", "predict_network", "TIMING_KEYS"]
 TIMING_KEYS = ("flops", "time_s", "bound", "time_compute_s", "time_l1_s", "time_l2_s", "time_dram_s",
                "ai_l1", "ai_l2", "ai_dram", "waves")
 _BOUNDS = ("compute", "l1", "l2", "dram")
+# schedule statistics: at most this many (wave, SM) pairs / waves are enumerated (analytic._schedule),
+# so the cost of a prediction does not grow with the batch size
+_SM_SAMPLES = 128
+_WAVE_SAMPLES = 48
 
 
 def _cdiv(a, b):
     return -(-a // b)
-
-
-def _l2_miss(x, width):
-    """L2 miss probability of a reuse at relative distance x (logistic around 1)."""
-    z = (x - 1.0) / width
-    if z > 40:
-        return 1.0
-    if z < -40:
-        return 0.0
-    return 1.0 / (1.0 + math.exp(-z))
 
 
 def _nsets(strides, sets, line):
@@ -50,17 +46,25 @@ def _nsets(strides, sets, line):
 
 
 def _uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC):
-    """Compulsory (distinct) input sectors read by the layer."""
-    ht = touched_1d(P, H, sh, ph, dh, R)
-    wt = touched_1d(Q, W, sw, pw, dw, S)
+    """Compulsory (distinct) input units of ``SEC`` bytes (sectors, or lines with SEC = 128) read by
+    the layer: the touched rows and columns (unions of the filter taps' progressions) form runs of
+    consecutive positions; a run of B contiguous bytes starting at an e-aligned offset covers
+    (B + SEC - e) / SEC units on average (exactly B / SEC when every start is unit-aligned)."""
+    ht, hruns = touched_runs_1d(P, H, sh, ph, dh, R)
+    wt, wruns = touched_runs_1d(Q, W, sw, pw, dw, S)
     if nhwc:
-        if C * eb % SEC == 0:
-            return float(N * ht * wt * (C * eb // SEC))
-        if wt == W:
-            return float(N * ht * (W * C * eb / SEC + 1.0 - eb / SEC) if ht < H else _cdiv(N * H * W * C * eb, SEC))
-        return N * ht * wt * (C * eb + SEC - eb) / SEC
+        pix = C * eb
+        if pix % SEC == 0:
+            return float(N * ht * wt * (pix // SEC))
+        if wt == W:                          # whole input rows: runs of touched rows are contiguous
+            if ht == H:
+                return float(_cdiv(N * H * W * pix, SEC))
+            return N * (ht * W * pix + hruns * (SEC - eb)) / SEC
+        return N * ht * (wt * pix + wruns * (SEC - eb)) / SEC
     if wt == W and ht == H:
         return float(_cdiv(N * C * H * W * eb, SEC))
+    if wt == W:
+        return N * C * (ht * W * eb + hruns * (SEC - eb)) / SEC
     if sw * eb <= SEC:
         return N * C * ht * (((wt - 1) * sw + 1) * eb / SEC + 1.0 - eb / SEC)
     return float(N * C * ht * wt)
@@ -125,66 +129,13 @@ def _predict(layer, gpu, kernel, f, machine):
     n_last = ctas - full_waves * per_wave
     ksteps = R * S * _cdiv(C, tk) if nhwc else _cdiv(C * R * S, tk)
 
-    # CTAs by the number k of CTAs sharing their SM (full waves: cps; last wave: by SM fill).
-    def ge(j):  # SMs of the last wave holding >= j CTAs
-        return max(0, min(sms, n_last - (j - 1) * sms))
-    classes = []
-    if full_waves:
-        classes.append((cps, full_waves * per_wave, (full_waves - 1) / full_waves))
-    for k in range(1, cps + 1):
-        n_sm = ge(k) - ge(k + 1)
-        if n_sm > 0:
-            classes.append((k, k * n_sm, 1.0 if full_waves else 0.0))
-
-    # co-resident partners (blocks b and b + SMs) share tile_n / tile_m?
-    wl = 1 << kernel.swizzle_log
-    gx = tiles_m * wl
-
-    def same_n(delta):
-        """Fraction of blocks b (with b + delta also a block) whose tile_n equals that of b + delta."""
-        if ctas <= delta:
-            return 0.0
-        if tiles_n == 1:
-            return 1.0
-        if delta % wl:
-            return 0.0
-        span = ctas - delta            # linear ids run over the grid row by row (gx per row)
-        keep = max(0, gx - delta)
-        return min(1.0, ((span // gx) * keep + min(span % gx, keep)) / span)
-
-    def same_m(delta):
-        if ctas <= delta:
-            return 0.0
-        if delta % gx == 0:
-            return 1.0
-        if wl > 1 and delta < wl:
-            return 1.0 - delta / wl
-        return 0.0
-
-    p_n, p_m = same_n(sms), same_m(sms)
-
-    def same_n_range(delta, lo, hi):
-        """Fraction of blocks b in [lo, hi - delta) whose tile_n equals that of b + delta."""
-        if hi - delta <= lo:
-            return same_n(delta)
-        if tiles_n == 1:
-            return 1.0
-        if wl > 1:
-            return same_n(delta)
-        keep = max(0, gx - delta)
-
-        def F(n):
-            return (n // gx) * keep + min(n % gx, keep)
-        return (F(hi - delta) - F(lo)) / (hi - delta - lo)
-
-    # partners sharing filters, per class: full waves (blocks [0, full_waves * per_wave)) and the
-    # last wave (blocks from full_waves * per_wave on)
-    for i_, cl in enumerate(classes):
-        if full_waves and i_ == 0:
-            pn_c = same_n_range(sms, 0, full_waves * per_wave)
-        else:
-            pn_c = same_n_range(sms, full_waves * per_wave, ctas)
-        classes[i_] = cl + (pn_c,)
+    # ---- schedule: co-residency per SM (L1), tiles per wave and their re-reads (L2) --------------
+    swz = kernel.swizzle_log
+    cfg = aggregate_configs(sm_configs(tiles_m, tiles_n, swz, sms, cps, _SM_SAMPLES))
+    hist_ra, hist_rb, hist_rh, wsum = wave_stats(tiles_m, tiles_n, swz, per_wave, _WAVE_SAMPLES)
+    n_waves = wsum[3]
+    na_wave, nb_wave, ctas_wave, runs_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves, \
+        wsum[4] / n_waves
 
     # ---- L1 working set per k-step (lines) and the sets they map to -------------------------------
     unit = C * eb if nhwc else eb                  # bytes per input column w
@@ -225,19 +176,6 @@ def _predict(layer, gpu, kernel, f, machine):
         reuse_b1 = max(0.0, 1.0 - _cdiv(K * R * S * C * eb, SEC) * tiles_m / sec_b)
     else:
         reuse_b1 = 0.0
-    # previous wave's CTA on the same SM and slot (blocks b and b + per_wave)
-    p_mw = same_m(per_wave)
-    # the previous wave's CTAs on the same SM (any slot j; this CTA in slot s): blocks b - delta,
-    # delta = per_wave + (s - j) * SMs; the filters survive if any of them had the same tile_n
-    p_nw = 0.0
-    for s_ in range(cps):
-        keep_n = 1.0
-        for j_ in range(cps):
-            delta = per_wave + (s_ - j_) * sms
-            if delta > 0:
-                keep_n *= 1.0 - same_n(delta)
-        p_nw += (1.0 - keep_n) / cps
-    f_wave = max(0, ctas - per_wave) / ctas   # (per class: classes[:, 2])
     # distinct lines per missed row over a CTA lifetime, and the sets a lifetime's lines reach
     if dense:
         lpm_a = sw * unit / LINE
@@ -256,19 +194,19 @@ def _predict(layer, gpu, kernel, f, machine):
     # L2 distance of within-CTA reuses that miss L1, per line of L2 capacity: the wave's distinct A
     # tiles (lines_a_t counts one CTA's A lines times na) and its B lines per round
     cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
-    wave_ctas = min(ctas, per_wave)
     if nhwc:
-        l2a_w = min(float(tiles_m), wave_ctas) / cap_lines
-        l2b = min(float(tiles_n), wave_ctas / tiles_m + 1.0) * tn * lpr_b / cap_lines
+        l2a_w = na_wave / cap_lines
+        l2b = nb_wave * tn * lpr_b / cap_lines
     else:
         l2a_w = 0.0
         l2b = 0.0
-    miss_frac_a, hit_b, miss2_frac_a = l1_classes(
-        hist, rows_t, np.array(classes, np.float64), np.array(mcls, np.float64),
-        np.array(ncls, np.float64), float(ctas), float(M), R, S, float(tm), float(tn), float(ksteps),
-        lpr_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways), lo, hi, dscale,
-        p_m, p_n, p_mw, p_nw, f_wave, share_blk, reuse_b1,
-        lpm_a, row_b / LINE, float(ns_life), bfrac, l2a_w, l2b, f.l2_cliff_width)
+    l2_ways = float(gpu.l2_ways)
+    spread = f.l2_cliff_spread
+    miss_frac_a, hit_b, miss2_frac_a = l1_configs(
+        hist, rows_t, cfg, np.array(mcls, np.float64), np.array(ncls, np.float64), float(M), R, S,
+        float(tm), float(tn), float(ksteps), lpr_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
+        lo, hi, dscale, share_blk, reuse_b1, lpm_a, row_b / LINE, float(ns_life), bfrac, l2a_w, l2b,
+        l2_ways, spread)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
     l1_hit_b = sec_b * min(1.0, hit_b)
@@ -281,62 +219,39 @@ def _predict(layer, gpu, kernel, f, machine):
     uniq_b = min(float(_cdiv(K * C * R * S * eb, SEC)), miss_b)
     uniq_c = float(_cdiv(M * K * eb, SEC))
 
-    # ---- L2: reuse among CTAs, capacity -----------------------------------------------------------
-    cap = gpu.l2_bytes / SEC * f.l2_capacity
-    width = f.l2_cliff_width
-    y_cta = uniq_c / ctas
-    a_cta = uniq_a / tiles_m
+    # ---- L2: tiles re-read by later waves, within-CTA reuses beyond the L2 ------------------------
+    # A in "m-space": a tile reads rows [x TM, (x + 1) TM) of the GEMM plus a halo of `delta` rows
+    # (the filter's reach); adjacent tiles share a boundary region of min(delta, TM) rows, a tile's
+    # own core is the rest. Densities: A sectors (lines) per GEMM row.
+    dens = uniq_a / M
+    uniq_a_lines = _uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, LINE)
+    dens_l = uniq_a_lines / M
+    delta = (R - 1) * dh / sh * Q + (S - 1) * dw / sw
+    core = max(0.0, tm - delta)
+    bnd = min(delta, float(tm))
     b_slice = uniq_b / tiles_n
-    # A re-read by later tile_n passes. Waves run in lockstep, so a wave fetches each tile_m it
-    # holds once (a second CTA with the same tile_m in the wave hits): fetches per wave =
-    # min(tiles_m, CTAs in the wave). Every fetch beyond the first of a tile_m is a re-read, at a
-    # distance of one wave's traffic (per_wave >= tiles_m: the tile was read in the previous wave)
-    # or of tiles_m CTAs' traffic (per_wave < tiles_m: block b - tiles_m).
-    if tiles_n > 1:
-        fetches = full_waves * min(tiles_m, per_wave) + min(tiles_m, n_last)
-        refetch = max(0, fetches - tiles_m)
-        # An A line is touched during a fraction f_line of a CTA's k-steps (nhwc: the channel
-        # blocks it holds, LINE / (C e) of them); the reads of a wave come in lockstep, so the
-        # line's last touch in the earlier CTA and its first in the later one are (1 - f_line) of
-        # the loads apart, plus all the stores in between (stores come at the CTA's end).
-        f_line = min(1.0, LINE / (C * eb)) if nhwc else 0.0
-        if per_wave >= tiles_m:
-            n_slices = min(float(tiles_n), per_wave / tiles_m + 1.0)
-            d_a = (1.0 - f_line) * (tiles_m * a_cta + n_slices * b_slice) + per_wave * y_cta
-        else:
-            d_a = (1.0 - f_line) * (tiles_m * a_cta + b_slice) + tiles_m * y_cta
-        reread_a = refetch / tiles_m * _l2_miss(d_a / cap, width)
-    else:
-        reread_a = 0.0
-    # B re-read by each later wave of the same pass.
-    d_wave = per_wave * (a_cta + y_cta) + per_wave / max(1, tiles_m) * b_slice + b_slice
-    if tiles_m > per_wave:
-        waves_per_pass = _cdiv(tiles_m, per_wave) if tiles_n == 1 else (tiles_m - 1) / per_wave + 1.0
-        reread_b = (waves_per_pass - 1.0) * _l2_miss(d_wave / cap, width)
-    else:
-        reread_b = 0.0
-    # input halo shared by CTAs of consecutive waves
-    halo = 0.0
-    if waves > 1 and R * dh > sh:
-        halo_rows = (R * dh - sh) / sh          # output-row overlap of neighbouring bands, in input rows
-        halo_sec = halo_rows * wt * (unit / SEC)
-        if not nhwc:
-            halo_sec *= C
-        halo = (waves - 1) * halo_sec * f.l2_halo_miss * _l2_miss(d_wave / cap, width)
+    b_slice_lines = _cdiv(K * C * R * S * eb, LINE) / tiles_n
+    c_lines = _cdiv(M * K * eb, LINE) / ctas
+    # lines touched in one wave, and per further wave (tiles not shared with the wave before)
+    f1 = dens_l * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice_lines + ctas_wave * c_lines
+    fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
+    reread_a = (refetch_misses(hist_ra, dens * core, f1, fnew, cap_lines, l2_ways, spread)
+                + refetch_misses(hist_rh, dens * bnd, f1, fnew, cap_lines, l2_ways, spread))
+    reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, spread)
     # within-CTA reuses (across filter positions) that miss L1 and L2
     inner = miss2_frac_a * rows_total * tiles_n * spr
-    dram_a = min(miss_a, uniq_a * (1.0 + reread_a) + halo + inner)
-    dram_b = min(miss_b, uniq_b * (1.0 + reread_b))
+    dram_a = min(miss_a, uniq_a + reread_a + inner)
+    dram_b = min(miss_b, uniq_b + reread_b)
+    y_cta = uniq_c / ctas
 
     # ---- stores: L2 write-back, dirty sectors left at the end (LRU stack walked back by waves) ----
     capd = gpu.l2_bytes / SEC * f.l2_dirty_capacity
     y_last = (n_last if n_last else per_wave) * y_cta
     y_full = per_wave * y_cta
-    # reads of a wave occupy L2 once per distinct tile: min(CTAs, tiles_m) A tiles, and the B slices
-    # of the tile_n rows the wave spans
-    n_lw = n_last if n_last else per_wave
-    r_last = min(n_lw, tiles_m) * a_cta + min(uniq_b, b_slice * (n_lw / max(1, tiles_m) + 1.0))
-    r_full = min(per_wave, tiles_m) * a_cta + min(uniq_b, b_slice * (per_wave / max(1, tiles_m) + 1.0))
+    # reads of a wave occupy L2 once per distinct tile (the wave's A tiles with their halos, its
+    # B slices)
+    r_full = dens * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice
+    r_last = r_full * (ctas - full_waves * per_wave if n_last else per_wave) / max(ctas_wave, 1.0)
     dirty = min(y_last, capd)
     rem = capd - y_last - r_last
     other = uniq_c - y_last

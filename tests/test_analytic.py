@@ -280,7 +280,7 @@ def test_factors_round_trip(tmp_path):
     path = tmp_path / "f.json"
     f.save(path)
     doc = json.loads(path.read_text())
-    assert doc["format"] == "deltasim-factors" and doc["version"] == 1
+    assert doc["format"] == "deltasim-factors" and doc["version"] == 2
     assert ReuseFactors.load(path) == f
     assert ReuseFactors.from_dict(f.to_dict()) == f
     layer = ConvLayer(1, 64, 28, 28, 128, 3, 3, pad=1)
@@ -296,7 +296,7 @@ def test_factors_round_trip(tmp_path):
     ({"l1_hit_lo": float("nan")}, "l1_hit_lo"),
     ({"format": "other", "version": 1, "factors": {}}, "format"),
     ({"format": "deltasim-factors", "version": 9, "factors": {}}, "version"),
-    ({"format": "deltasim-factors", "version": 1, "factors": {"zz": 1}}, "zz"),
+    ({"format": "deltasim-factors", "version": 2, "factors": {"zz": 1}}, "zz"),
 ])
 def test_factors_bad_values(data, word):
     with pytest.raises(ValueError, match=word):

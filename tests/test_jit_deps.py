@@ -16,7 +16,7 @@ JIT_DEPENDENCIES = {
     "simcore._phases": ["simcore/cache.py"],
     "traces._generate": ["traces/_steps.py", "traces/_layout.py"],
     "traces._steps": ["traces/_layout.py"],
-    "analytic._reuse": ["analytic/_counts.py"],
+    "analytic._reuse": ["analytic/_counts.py", "analytic/_l2.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)
 CONSTANT_MODULES = {"traces/_layout.py"}
