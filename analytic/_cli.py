@@ -1,11 +1,13 @@
-"""Shared helpers of the analytic CLIs (argument checks, atomic output files, table printing)."""
+"""Shared helpers of the analytic CLIs (argument checks, atomic output files, the main wrapper)."""
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import os
 import sys
 
-from traces.files import atomic_write  # noqa: F401  (used by the analytic CLIs as _cli.atomic_write)
+from traces.files import atomic_write
 
 
 class CliError(ValueError):
@@ -28,6 +30,17 @@ def parse_int_list(text: str, what: str) -> list:
     if not items:
         raise CliError(f"{what} is empty")
     return items
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a positive integer."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def resolve_gpu(name):
@@ -81,10 +94,14 @@ def check_output_path(path, what):
 
 
 def check_png_output(path, what):
-    """``path`` (None: no plot) must be a writable place for a .png file."""
+    """``path`` (None: no plot) must be a writable place for a .png file, and matplotlib importable."""
     check_output_path(path, what)
-    if path is not None and not path.lower().endswith(".png"):
+    if path is None:
+        return
+    if not path.lower().endswith(".png"):
         raise CliError(f"{what} must be a .png file, got {path!r}")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise CliError(f"{what} needs matplotlib, which is not installed (pip install 'deltasim[plot]')")
 
 
 def checked_layers(network, batch, kernel):
@@ -139,16 +156,6 @@ def run_main(parser_fn, check_fn, run_fn, argv):
     except (CliError, ValueError, TypeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-
-
-def fmt_si(value, unit=""):
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f}{prefix}{unit}"
-    return f"{value:.2f}{unit}"
-
-
-import argparse  # noqa: E402
 
 
 class Parser(argparse.ArgumentParser):

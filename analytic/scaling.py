@@ -160,26 +160,9 @@ def print_table(data, out=None):
 
 
 def plot(data, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    layers = [r["layer"] for r in data["base"]] + ["network"]
-    n = len(data["scenarios"])
-    fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(layers) * max(1, n)), 5))
-    width = 0.8 / max(1, n)
-    for j, s in enumerate(data["scenarios"]):
-        vals = [r["speedup"] for r in s["layers"]] + [s["speedup"]]
-        ax.bar([i + j * width for i in range(len(layers))], vals, width=width, label=s["scale"])
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks([i + (n - 1) * width / 2 for i in range(len(layers))])
-    ax.set_xticklabels(layers, rotation=90, fontsize=6)
-    ax.set_ylabel("predicted speedup")
-    ax.set_title(f"{data['network']} batch {data['batch']} on {data['gpu']}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    _cli.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+    """The speedup figure of ``data`` (``analytic.plots.scaling_figure``), written to ``path``."""
+    from .plots import save_figure, scaling_figure
+    save_figure(scaling_figure(data), path, dpi=90)
 
 
 def run(args) -> int:
