@@ -32,17 +32,6 @@ def parse_int_list(text: str, what: str) -> list:
     return items
 
 
-def positive_int(text: str) -> int:
-    """argparse type: a positive integer."""
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def resolve_gpu(name):
     import simcore
     try:
@@ -112,12 +101,14 @@ def checked_layers(network, batch, kernel):
     return layers
 
 
-def write_outputs(json_path, doc, plot_path, plot_fn, data):
-    """The optional JSON document and plot of an analytic CLI (each written whole or not at all)."""
+def write_outputs(json_path, doc, plot_path, figure):
+    """The optional JSON document and PNG figure of an analytic CLI, each written whole or not at all;
+    ``figure()`` makes the matplotlib figure (called only when there is a ``plot_path``)."""
     if json_path:
         write_json(json_path, doc)
     if plot_path:
-        plot_fn(data, plot_path)
+        from .plots import save_figure
+        save_figure(figure(), plot_path)
 
 
 def write_json(path, doc):

@@ -341,9 +341,11 @@ def scaling_figure(data: dict):
         everything = speedups + [s for s, _ in sims] + [1.0]
         lo, hi = min(everything), max(everything)
         pad = max(0.05, 0.08 * (hi - lo))
-        ax.set_xlim(lo - pad, hi + pad * 2.5)
+        ax.set_xlim(lo - pad * (2.5 if scenario["speedup"] < 1.0 else 1.0), hi + pad * 2.5)
         ax.axvline(1.0, color="0.4", lw=0.8)
-        ax.text(speedups[-1], ys[-1], f"  {speedups[-1]:.3f}x", va="center", fontsize=8)
+        slower = speedups[-1] < 1.0                   # the label away from the stem
+        ax.text(speedups[-1], ys[-1], f"  {speedups[-1]:.3f}x  ", va="center", fontsize=8,
+                ha="right" if slower else "left")
         ax.set_title(scenario["scale"], fontsize=9)
         ax.set_xlabel("predicted speedup (x)")
         ax.grid(True, axis="x", alpha=0.3)

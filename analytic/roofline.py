@@ -8,8 +8,8 @@ Prints, per layer and value of the varied parameter: FLOPs, arithmetic intensity
 (FLOP per byte moved at that level), predicted time, performance and the bounding resource. ``--vary
 batch`` (default) takes the batch sizes of ``--batch`` on the GPU as it is; ``--vary sms`` takes the SM
 counts of ``--sms`` (default: a quarter, half, once and twice the GPU's) at one batch size, each a GPU
-made by ``analytic.scaling.scale_gpu`` (more SMs of the same design: the compute peak and the L1
-bandwidth grow with them, the L2 and DRAM stay). ``-o`` draws the trajectories
+made by ``analytic.scaling.scale_gpu(gpu, {"sms": count / gpu.sms})``, as ``analytic.scaling --scale
+sms=X`` makes it (more SMs of the same design). ``-o`` draws the trajectories
 (``analytic.plots.roofline_figure``); ``--json`` writes every point (``rows``) and the ceilings of each GPU.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 
 from . import _cli
 from .model import predict_network
+from .plots import roofline_figure
 from .scaling import scale_gpu
 
 __all__ = ["create_parser", "check_arguments", "run", "main", "roofline_data", "ceilings", "DEFAULT_SMS_FACTORS"]
@@ -29,7 +30,10 @@ DEFAULT_SMS_FACTORS = (0.25, 0.5, 1.0, 2.0)
 def create_parser():
     p = _cli.Parser(prog="python -m analytic.roofline",
                     description="Hierarchical roofline (L1, L2, DRAM) of a CNN's conv layers, and the trajectory "
-                                "of each layer as the batch size or the GPU's SM count grows.")
+                                "of each layer as the batch size or the GPU's SM count grows.",
+                    epilog="examples: vgg16 --gpu h100 --batch 1,8,64 -o roofline.png;  resnet50 --gpu a100 "
+                           "--vary sms --sms 27,54,108,216 --batch 32 -o sms.png (a100s with 27 ... 216 SMs, each "
+                           "made as 'analytic.scaling --scale sms=X' makes it). Exit status 2 on bad input (one 'error: ...' line, no output file).")
     p.add_argument("network", help="vgg16, resnet50, alexnet or googlenet")
     p.add_argument("--gpu", default="v100", help="GPU name (default v100)")
     p.add_argument("--vary", default="batch", choices=("batch", "sms"),
@@ -40,7 +44,7 @@ def create_parser():
     p.add_argument("--sms", default=None, metavar="N[,N...]",
                    help="SM counts, e.g. 33,66,132,264 for an h100 (--vary sms; default a quarter, half, once "
                         "and twice the GPU's own); one count with --vary batch (default the GPU's own)")
-    p.add_argument("--top", type=_cli.positive_int, default=8, metavar="N",
+    p.add_argument("--top", type=int, default=8, metavar="N",
                    help="colour and name the N layers with the largest predicted time, summed over the values "
                         "(default 8); the others are drawn thin and grey")
     p.add_argument("-o", "--output", default=None, metavar="FILE.png", help="write the plot (PNG) here")
@@ -70,6 +74,8 @@ def _values(args):
 def check_arguments(args):
     args.gpu_obj = _cli.resolve_gpu(args.gpu)
     args.batches, args.sm_counts = _values(args)
+    if args.top < 1:
+        raise _cli.CliError(f"--top must be a positive integer, got {args.top}")
     args.kernel = _cli.resolve_kernel(args)
     args.factors_obj = _cli.resolve_factors(args.factors)
     _cli.check_png_output(args.output, "-o/--output")
@@ -134,11 +140,7 @@ def print_table(data, out=None):
 def run(args) -> int:
     data = roofline_data(args)
     doc = dict(data, rows=[{k: _cli.clean_json(v) for k, v in r.items()} for r in data["rows"]])
-
-    def plot(data, path):
-        from .plots import roofline_figure, save_figure
-        save_figure(roofline_figure(data, top=args.top), path, dpi=100)
-    _cli.write_outputs(args.json, doc, args.output, plot, data)
+    _cli.write_outputs(args.json, doc, args.output, lambda: roofline_figure(data, top=args.top))
     print_table(data)
     return 0
 

@@ -17,6 +17,7 @@ import sys
 
 from . import _cli
 from .model import predict_network
+from .plots import scaling_figure
 
 __all__ = ["create_parser", "check_arguments", "run", "main", "parse_scale", "scale_gpu"]
 
@@ -32,7 +33,8 @@ def create_parser():
     p.add_argument("--scale", action="append", default=[], metavar="FIELD=X[,FIELD=Y]",
                    help="one scenario: GPU fields scaled together (repeatable)")
     p.add_argument("--json", default=None, help="write the results as JSON here")
-    p.add_argument("--plot", default=None, help="write a bar chart (PNG) here")
+    p.add_argument("--plot", default=None,
+                   help="draw each layer's and the network's speedup per scenario, with bounds (PNG)")
     _cli.add_kernel_arguments(p)
     return p
 
@@ -159,15 +161,9 @@ def print_table(data, out=None):
     print(f"{'network':24s} {data['base_total_time_s'] * 1e6:9.1f} {'':>7s} {cells}", file=out)
 
 
-def plot(data, path):
-    """The speedup figure of ``data`` (``analytic.plots.scaling_figure``), written to ``path``."""
-    from .plots import save_figure, scaling_figure
-    save_figure(scaling_figure(data), path, dpi=90)
-
-
 def run(args) -> int:
     data = scaling_data(args)
-    _cli.write_outputs(args.json, data, args.plot, plot, data)
+    _cli.write_outputs(args.json, data, args.plot, lambda: scaling_figure(data))
     print_table(data)
     return 0
 

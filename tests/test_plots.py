@@ -76,11 +76,14 @@ def test_roofline_sms_points_move_with_sms(tmp_path):
     for row in doc["rows"]:
         assert row["value"] == row["sms"] and row["batch"] == 4
         _check_row(row, predict_layer(layers[row["index"]], gpus[row["sms"]], kernel))
-    # the points move: the compute roof grows with the SMs (L2 and DRAM roofs stay), so does the network
+    # each GPU's roofs, and the points move: the compute roof grows with the SMs, so does the network
     ceilings = {c["sms"]: c for c in doc["ceilings"]}
+    for n, gpu in gpus.items():
+        assert ceilings[n]["compute"] == pytest.approx(gpu.fp32_tflops * 1e12)
+        assert ceilings[n]["l1"] == pytest.approx(gpu.l1_bytes_per_clk * n * gpu.clock_mhz * 1e6)
+        assert ceilings[n]["l2"] == pytest.approx(gpu.l2_gbps * 1e9)
+        assert ceilings[n]["dram"] == pytest.approx(gpu.dram_gbps * 1e9)
     assert ceilings[160]["compute"] == pytest.approx(4 * ceilings[40]["compute"])
-    assert ceilings[160]["l1"] == pytest.approx(4 * ceilings[40]["l1"])
-    assert ceilings[160]["dram"] == ceilings[40]["dram"] and ceilings[160]["l2"] == ceilings[40]["l2"]
     total = {n: sum(r["time_s"] for r in doc["rows"] if r["sms"] == n) for n in (40, 80, 160)}
     assert total[40] > total[80] > total[160]
     moved = [i for i in range(len(layers))
