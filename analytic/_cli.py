@@ -103,12 +103,18 @@ def checked_layers(network, batch, kernel):
 
 def write_outputs(json_path, doc, plot_path, figure):
     """The optional JSON document and PNG figure of an analytic CLI, each written whole or not at all;
-    ``figure()`` makes the matplotlib figure (called only when there is a ``plot_path``)."""
-    if json_path:
-        write_json(json_path, doc)
-    if plot_path:
+    ``figure()`` makes the matplotlib figure (called only when there is a ``plot_path``). A file that
+    cannot be written is a `CliError` naming it."""
+    def save_plot(path):
         from .plots import save_figure
-        save_figure(figure(), plot_path)
+        save_figure(figure(), path)
+
+    for path, write in ((json_path, lambda path: write_json(path, doc)), (plot_path, save_plot)):
+        if path:
+            try:
+                write(path)
+            except OSError as err:
+                raise CliError(f"cannot write {path}: {err.strerror or err}") from None
 
 
 def write_json(path, doc):

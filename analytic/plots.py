@@ -25,50 +25,28 @@ from __future__ import annotations
 
 import math
 
-from traces.files import atomic_write
+from ._figures import (BOUND_COLORS, BOUND_NAMES, LEVELS, PARAMETER, ValueLabels, finite_positive, pyplot, rate,
+                       save_figure)
 
 __all__ = ["LEVELS", "BOUND_COLORS", "pyplot", "save_figure", "top_layers", "level_note",
            "roofline_figure", "scaling_figure"]
 
-#: (key, label) of the memory levels, in the order of the roofline panels.
-LEVELS = (("l1", "L1"), ("l2", "L2"), ("dram", "DRAM"))
-#: Colour of each bound (the level colours of the roofline panels' titles too).
-BOUND_COLORS = {"compute": "tab:purple", "l1": "tab:blue", "l2": "tab:green", "dram": "tab:red"}
-_BOUND_NAMES = {"compute": "compute", "l1": "L1", "l2": "L2", "dram": "DRAM"}
-_PARAMETER = {"batch": ("batch", "batch size"), "sms": ("SMs", "SM count")}
-
-
-def pyplot():
-    """``matplotlib.pyplot`` on the Agg backend (imported on first use)."""
-    import matplotlib
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def save_figure(fig, path, dpi=100) -> None:
-    """Write ``fig`` to ``path`` as PNG (whole or not at all) and close it."""
-    try:
-        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
-    finally:
-        pyplot().close(fig)
-
-
-def _rate(value: float, unit: str) -> str:
-    """3.35e12, 'B/s' -> '3.35 TB/s'."""
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
-def _finite_positive(value) -> bool:
-    return value is not None and math.isfinite(value) and value > 0
-
 
 # ---- roofline trajectories -----------------------------------------------------------------------
 def top_layers(rows, count: int) -> list:
-    """Indices of the ``count`` layers with the largest predicted time summed over their rows."""
+    """The layers to colour: the ``count`` largest by predicted time summed over their rows.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Points with ``index`` (the layer's position) and ``time_s``.
+    count : int
+
+    Returns
+    -------
+    list of int
+        Layer indices, largest total first (ties: the earlier layer first).
+    """
     total = {}
     for row in rows:
         total[row["index"]] = total.get(row["index"], 0.0) + row["time_s"]
@@ -76,10 +54,23 @@ def top_layers(rows, count: int) -> list:
 
 
 def level_note(rows, level: str, label: str):
-    """``(empty, hidden)`` for a roofline panel: the text that replaces an empty panel (None when some
-    point can be drawn) and the note on points left out (None when none is)."""
+    """What a roofline panel says about the points it cannot draw.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Points with ``ai_<level>`` (None or inf: no bytes moved at that level) and ``gflops_per_s``.
+    level, label : str
+        ``"l1"``, ``"l2"`` or ``"dram"``, and its name in the figure.
+
+    Returns
+    -------
+    (empty, hidden) : tuple of (str or None)
+        The text that replaces an empty panel (None when some point can be drawn) and the note on
+        the points left out (None when none is).
+    """
     ai = [row[f"ai_{level}"] for row in rows]
-    drawn = [a for a, row in zip(ai, rows) if _finite_positive(a) and row["gflops_per_s"] > 0]
+    drawn = [a for a, row in zip(ai, rows) if finite_positive(a) and row["gflops_per_s"] > 0]
     no_traffic = sum(1 for a in ai if a is None or (isinstance(a, float) and math.isinf(a)))
     if not drawn:
         if rows and no_traffic == len(rows):
@@ -100,57 +91,6 @@ def _ceiling_sets(data) -> list:
     return sorted(out, key=lambda c: (c["compute"], c["l1"]))
 
 
-class _ValueLabels:
-    """Small value labels beside points, each put where it overlaps no earlier label of the panel
-    (right above, right below, left above, left below, then a little further out); one that fits
-    nowhere is left out when a label with the same text is already close by, and so is one that
-    repeats the label of an earlier point at the same spot (layers with the same points)."""
-
-    _OFFSETS = ((4, 2, "left", "bottom"), (4, -2, "left", "top"), (-4, 2, "right", "bottom"),
-                (-4, -2, "right", "top"), (4, 9, "left", "bottom"), (4, -9, "left", "top"),
-                (-4, 9, "right", "bottom"), (-4, -9, "right", "top"))
-
-    def __init__(self, ax, fontsize=6.5):
-        self.ax, self.fontsize, self.boxes, self.anchors = ax, fontsize, [], []
-        self.px = ax.figure.dpi / 72.0                        # pixels per point
-
-    def _box(self, x, y, dx, dy, ha, va, text, fontsize=None):
-        size = fontsize or self.fontsize
-        w, h = 0.62 * size * len(text) * self.px, 1.1 * size * self.px
-        x0 = x + dx * self.px - (w if ha == "right" else 0.0)
-        y0 = y + dy * self.px - (h if va == "top" else 0.0)
-        return x0, y0, x0 + w, y0 + h
-
-    def put(self, x, y, text, color, dx, dy, ha, va, fontsize=None):
-        """A label at offset (dx, dy) points from the data point (x, y), whatever it overlaps."""
-        px, py = self.ax.transData.transform((x, y))
-        self.boxes.append((self._box(px, py, dx, dy, ha, va, text, fontsize), text))
-        self.ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va,
-                         fontsize=fontsize or self.fontsize, color=color, zorder=4, annotation_clip=False)
-
-    def right_end(self, x, y, text, dx, fontsize=None):
-        """Pixel x of the right end of a left-aligned label at (x, y) + dx points."""
-        px, py = self.ax.transData.transform((x, y))
-        return self._box(px, py, dx, 0, "left", "bottom", text, fontsize)[2]
-
-    def add(self, x, y, text, color):
-        """A value label beside the point, where it overlaps no earlier label (see the class)."""
-        px, py = self.ax.transData.transform((x, y))
-        if any(t == text and abs(ax_ - px) < 3 and abs(ay - py) < 3 for ax_, ay, t in self.anchors):
-            return                                    # the same value at the same spot: said already
-        self.anchors.append((px, py, text))
-        for dx, dy, ha, va in self._OFFSETS:
-            box = self._box(px, py, dx, dy, ha, va, text)
-            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b, _ in self.boxes):
-                break
-        else:
-            if any(t == text and abs(b[0] - px) < 30 and abs(b[1] - py) < 20 for b, t in self.boxes):
-                return
-            dx, dy, ha, va = self._OFFSETS[0]
-            box = self._box(px, py, dx, dy, ha, va, text)
-        self.put(x, y, text, color, dx, dy, ha, va)
-
-
 def _draw_roofs(ax, ceilings, level, label, x_lo, x_hi, labels):
     """The roof of each GPU: its ``level`` bandwidth up to the ridge point, then its compute peak; the
     compute label right of the ridge (or at the right edge if it would not fit), the bandwidth label
@@ -164,7 +104,7 @@ def _draw_roofs(ax, ceilings, level, label, x_lo, x_hi, labels):
         shade = str(0.55 * (1 - (i + 1) / len(ceilings))) if several else "0.15"
         ax.plot([x_lo, ridge, x_hi], [bandwidth * x_lo / 1e9, peak, peak], color=shade, lw=1.3, zorder=1)
         which = f" ({ceiling['sms']} SMs)" if several else ""
-        text = f"compute {_rate(ceiling['compute'], 'FLOP/s')}{which}"
+        text = f"compute {rate(ceiling['compute'], 'FLOP/s')}{which}"
         if labels.right_end(ridge, peak, text, 4, 7) < right - 4:
             labels.put(ridge, peak, text, shade, 4, 2, "left", "bottom", 7)
         else:
@@ -173,7 +113,7 @@ def _draw_roofs(ax, ceilings, level, label, x_lo, x_hi, labels):
             continue                                   # same bandwidth roof as the one before
         x_text = x_lo * 1.3
         ax.text(x_text, bandwidth * x_text / 1e9 * 1.12,
-                f"{label} {_rate(bandwidth, 'B/s')}{which if len(bandwidths) > 1 else ''}",
+                f"{label} {rate(bandwidth, 'B/s')}{which if len(bandwidths) > 1 else ''}",
                 fontsize=7, color=shade, ha="left", va="bottom", rotation=math.degrees(math.atan(bandwidth / 1e9)),
                 rotation_mode="anchor", transform_rotates_text=True)
 
@@ -216,20 +156,37 @@ def _layer_colors(count):
 
 def _legend_label(points, same_as):
     first, last = points[0], points[-1]
-    bound = _BOUND_NAMES[first["bound"]]
+    bound = BOUND_NAMES[first["bound"]]
     if first["bound"] != last["bound"]:
-        bound += f" -> {_BOUND_NAMES[last['bound']]}"
+        bound += f" -> {BOUND_NAMES[last['bound']]}"
     label = f"{first['layer']}  ({bound}-bound)"
     return label + (f"\n    same points as {same_as}" if same_as else "")
 
 
 def roofline_figure(data: dict, top: int = 8):
-    """The roofline trajectories of an ``analytic.roofline`` document (see the module docstring)."""
+    """The roofline trajectories of an ``analytic.roofline`` document (see the module docstring).
+
+    Parameters
+    ----------
+    data : dict
+        ``roofline_data``'s result or its ``--json`` file: ``network``, ``gpu``, ``vary``
+        (``"batch"`` or ``"sms"``), ``values``, ``batch``, ``ceilings`` (one per value: ``sms``,
+        ``compute`` in FLOP/s, ``l1``, ``l2``, ``dram`` in B/s) and ``rows`` (one per layer and value:
+        ``index``, ``layer``, ``value``, ``ai_l1``, ``ai_l2``, ``ai_dram``, ``gflops_per_s``,
+        ``time_s``, ``bound``).
+    top : int
+        How many layers to colour and name (largest summed predicted time first).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Three panels (L1, L2, DRAM) and a legend; `save_figure` writes it.
+    """
     from matplotlib.lines import Line2D
     from matplotlib.ticker import NullFormatter
     plt = pyplot()
     rows, vary = data["rows"], data["vary"]
-    short, long = _PARAMETER[vary]
+    short, long = PARAMETER[vary]
     layers = {}
     for row in rows:
         layers.setdefault(row["index"], []).append(row)
@@ -246,18 +203,18 @@ def roofline_figure(data: dict, top: int = 8):
     fig.subplots_adjust(left=0.05, right=0.82, bottom=0.09, top=0.85, wspace=0.1)   # fixed: labels placed in pixels
     for ax, (level, label) in zip(axes, LEVELS):
         empty, hidden = level_note(rows, level, label)
-        ai = [r[f"ai_{level}"] for r in rows if _finite_positive(r[f"ai_{level}"])]
+        ai = [r[f"ai_{level}"] for r in rows if finite_positive(r[f"ai_{level}"])]
         ai += [c["compute"] / c[level] for c in ceilings]
         x_lo, x_hi = min(ai) / 4, max(ai) * 4
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(x_lo, x_hi)
         ax.set_ylim(y_lo, peak * 2.2)
-        labels = _ValueLabels(ax)
+        labels = ValueLabels(ax)
         _draw_roofs(ax, ceilings, level, label, x_lo, x_hi, labels)
         for index in sorted(layers, key=lambda i: (i in colors, top_rank.get(i, 0))):    # grey ones first
             points = [p for p in layers[index]
-                      if _finite_positive(p[f"ai_{level}"]) and p["gflops_per_s"] > 0]
+                      if finite_positive(p[f"ai_{level}"]) and p["gflops_per_s"] > 0]
             if points:
                 _trajectory(ax, points, level, colors.get(index), top_rank.get(index), labels)
         if empty:
@@ -295,7 +252,7 @@ def roofline_figure(data: dict, top: int = 8):
 # ---- scaling -------------------------------------------------------------------------------------
 def _bound_handles(simulated: bool):
     from matplotlib.lines import Line2D
-    handles = [Line2D([], [], color=c, marker="o", ls="", label=f"{_BOUND_NAMES[b]}-bound")
+    handles = [Line2D([], [], color=c, marker="o", ls="", label=f"{BOUND_NAMES[b]}-bound")
                for b, c in BOUND_COLORS.items()]
     if simulated:
         handles.append(Line2D([], [], color="k", marker="D", mfc="none", ls="", label="simulated speedup"))
@@ -307,7 +264,21 @@ def _number(value):
 
 
 def scaling_figure(data: dict):
-    """The predicted speedups of an ``analytic.scaling`` document (see the module docstring)."""
+    """The predicted speedups of an ``analytic.scaling`` document (see the module docstring).
+
+    Parameters
+    ----------
+    data : dict
+        ``scaling_data``'s result or its ``--json`` file: ``network``, ``gpu``, ``batch``, ``base``
+        (per layer: ``layer``, ``time_s``, ``bound``), ``base_total_time_s`` and ``scenarios`` (each:
+        ``scale``, ``speedup``, optional ``speedup_simulated``, and ``layers``, per layer:
+        ``speedup``, ``bound`` on the scaled GPU, optional ``speedup_simulated``, a number or None).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The base panel and one panel per scenario; `save_figure` writes it.
+    """
     plt = pyplot()
     base, scenarios = data["base"], data["scenarios"]
     names = [row["layer"] for row in base] + ["network"]

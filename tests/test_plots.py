@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -116,6 +117,15 @@ def test_roofline_bad_input(argv, words, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and words in err[0]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs a folder where no file can be made")
+@pytest.mark.parametrize("option", ["-o", "--json"])
+def test_roofline_unwritable_output(option, capsys):
+    path = "/proc/deltasim-test" + (".png" if option == "-o" else ".json")
+    assert roofline.main(["alexnet", option, path]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: cannot write {path}: ") and not os.path.exists(path)
 
 
 def test_top_layers_by_summed_time():
