@@ -222,11 +222,26 @@ def _drawable(kind, value) -> bool:
 
 
 def panel_notes(entries, key: str, label: str, kind: str = "count"):
-    """``(empty, hidden)`` for the panel of ``key``: the text that replaces the panel when no layer can
-    be drawn (None when some can), and the note on the layers left out (None when none is).
+    """What the plot's panel of ``key`` says about the layers it cannot draw.
 
     A layer is drawn when its simulated and predicted values are both known and, for a count (log
-    axes), both above 0."""
+    axes), both above 0.
+
+    Parameters
+    ----------
+    entries : list of dict
+        The ``layers`` of a compare document (``simulated`` and ``predicted`` dicts by metric key).
+    key, label : str
+        The metric and its name in the figure.
+    kind : str
+        ``"count"`` (log axes) or ``"rate"`` (linear axes from 0 to 1).
+
+    Returns
+    -------
+    (empty, hidden) : tuple of (str or None)
+        The text that replaces the panel when no layer can be drawn (None when some can), and the
+        note on the layers left out (None when none is).
+    """
     sim = [(e.get("simulated") or {}).get(key) for e in entries]
     pred = [(e.get("predicted") or {}).get(key) for e in entries]
     zero_sim = sum(1 for v in sim if v is not None and not _drawable(kind, v))
