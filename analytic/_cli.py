@@ -1,11 +1,13 @@
-"""Shared helpers of the analytic CLIs (argument checks, atomic output files, table printing)."""
+"""Shared helpers of the analytic CLIs (argument checks, atomic output files, the main wrapper)."""
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import os
 import sys
 
-from traces.files import atomic_write  # noqa: F401  (used by the analytic CLIs as _cli.atomic_write)
+from traces.files import atomic_write
 
 
 class CliError(ValueError):
@@ -81,10 +83,14 @@ def check_output_path(path, what):
 
 
 def check_png_output(path, what):
-    """``path`` (None: no plot) must be a writable place for a .png file."""
+    """``path`` (None: no plot) must be a writable place for a .png file, and matplotlib importable."""
     check_output_path(path, what)
-    if path is not None and not path.lower().endswith(".png"):
+    if path is None:
+        return
+    if not path.lower().endswith(".png"):
         raise CliError(f"{what} must be a .png file, got {path!r}")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise CliError(f"{what} needs matplotlib, which is not installed (pip install 'deltasim[plot]')")
 
 
 def checked_layers(network, batch, kernel):
@@ -95,12 +101,20 @@ def checked_layers(network, batch, kernel):
     return layers
 
 
-def write_outputs(json_path, doc, plot_path, plot_fn, data):
-    """The optional JSON document and plot of an analytic CLI (each written whole or not at all)."""
-    if json_path:
-        write_json(json_path, doc)
-    if plot_path:
-        plot_fn(data, plot_path)
+def write_outputs(json_path, doc, plot_path, figure):
+    """The optional JSON document and PNG figure of an analytic CLI, each written whole or not at all;
+    ``figure()`` makes the matplotlib figure (called only when there is a ``plot_path``). A file that
+    cannot be written is a `CliError` naming it."""
+    def save_plot(path):
+        from .plots import save_figure
+        save_figure(figure(), path)
+
+    for path, write in ((json_path, lambda path: write_json(path, doc)), (plot_path, save_plot)):
+        if path:
+            try:
+                write(path)
+            except OSError as err:
+                raise CliError(f"cannot write {path}: {err.strerror or err}") from None
 
 
 def write_json(path, doc):
@@ -139,16 +153,6 @@ def run_main(parser_fn, check_fn, run_fn, argv):
     except (CliError, ValueError, TypeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-
-
-def fmt_si(value, unit=""):
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f}{prefix}{unit}"
-    return f"{value:.2f}{unit}"
-
-
-import argparse  # noqa: E402
 
 
 class Parser(argparse.ArgumentParser):

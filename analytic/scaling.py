@@ -18,6 +18,7 @@ import sys
 
 from . import _cli
 from .model import predict_network
+from .plots import scaling_figure
 
 __all__ = ["create_parser", "check_arguments", "run", "main", "parse_scale", "scale_gpu"]
 
@@ -33,7 +34,8 @@ def create_parser():
     p.add_argument("--scale", action="append", default=[], metavar="FIELD=X[,FIELD=Y]",
                    help="one scenario: GPU fields scaled together (repeatable)")
     p.add_argument("--json", default=None, help="write the results as JSON here")
-    p.add_argument("--plot", default=None, help="write a bar chart (PNG) here")
+    p.add_argument("--plot", default=None,
+                   help="draw each layer's and the network's speedup per scenario, with bounds (PNG)")
     _cli.add_kernel_arguments(p)
     return p
 
@@ -138,32 +140,9 @@ def print_table(data, out=None):
     print(f"{'network':24s} {data['base_total_time_s'] * 1e6:9.1f} {'':>7s} {cells}", file=out)
 
 
-def plot(data, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    layers = [r["layer"] for r in data["base"]] + ["network"]
-    n = len(data["scenarios"])
-    fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(layers) * max(1, n)), 5))
-    width = 0.8 / max(1, n)
-    for j, s in enumerate(data["scenarios"]):
-        vals = [r["speedup"] for r in s["layers"]] + [s["speedup"]]
-        ax.bar([i + j * width for i in range(len(layers))], vals, width=width, label=s["scale"])
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks([i + (n - 1) * width / 2 for i in range(len(layers))])
-    ax.set_xticklabels(layers, rotation=90, fontsize=6)
-    ax.set_ylabel("predicted speedup")
-    ax.set_title(f"{data['network']} batch {data['batch']} on {data['gpu']}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    _cli.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
-
-
 def run(args) -> int:
     data = scaling_data(args)
-    _cli.write_outputs(args.json, data, args.plot, plot, data)
+    _cli.write_outputs(args.json, data, args.plot, lambda: scaling_figure(data))
     print_table(data)
     return 0
 

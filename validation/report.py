@@ -6,7 +6,7 @@ import math
 from simcore import metrics as M
 
 __all__ = ["TABLE_METRICS", "SUMMARY_METRICS", "eng", "eng_time", "pct", "layer_table", "totals_table",
-           "error_table", "format_header", "format_document", "plot_document", "check_matplotlib"]
+           "error_table", "format_header", "format_document", "plot_document", "panel_notes", "check_matplotlib"]
 
 #: (label, key, kind) of the rows of every per-layer table; kind "count" or "rate".
 TABLE_METRICS = (
@@ -209,45 +209,119 @@ def check_matplotlib() -> None:
         raise ValueError("--plot needs matplotlib, which is not installed (pip install 'deltasim[plot]')")
 
 
-def plot_document(doc: dict, path) -> None:
-    """Predicted (and measured) vs simulated, one log-log subplot per table metric, with y = x."""
+#: What an empty panel says when every layer's value is 0, simulated and predicted (default: generic).
+_ALL_ZERO = {
+    M.DRAM_WR_SECTORS: "no layer wrote to DRAM\nduring the kernel\n(dirty L2 sectors left at the end\nare not DRAM writes)",
+    M.DRAM_RD_SECTORS: "no layer read from DRAM",
+}
+
+
+def _drawable(kind, value) -> bool:
+    """Counts go on log axes (above 0 only); rates on linear axes from 0 to 1."""
+    return value is not None and (value >= 0 if kind == "rate" else value > 0)
+
+
+def panel_notes(entries, key: str, label: str, kind: str = "count"):
+    """What the plot's panel of ``key`` says about the layers it cannot draw.
+
+    A layer is drawn when its simulated and predicted values are both known and, for a count (log
+    axes), both above 0.
+
+    Parameters
+    ----------
+    entries : list of dict
+        The ``layers`` of a compare document (``simulated`` and ``predicted`` dicts by metric key).
+    key, label : str
+        The metric and its name in the figure.
+    kind : str
+        ``"count"`` (log axes) or ``"rate"`` (linear axes from 0 to 1).
+
+    Returns
+    -------
+    (empty, hidden) : tuple of (str or None)
+        The text that replaces the panel when no layer can be drawn (None when some can), and the
+        note on the layers left out (None when none is).
+    """
+    sim = [(e.get("simulated") or {}).get(key) for e in entries]
+    pred = [(e.get("predicted") or {}).get(key) for e in entries]
+    zero_sim = sum(1 for v in sim if v is not None and not _drawable(kind, v))
+    zero_pred = sum(1 for v in pred if v is not None and not _drawable(kind, v))
+    missing = sum(1 for s, p in zip(sim, pred) if s is None or p is None)
+    drawn = sum(1 for s, p in zip(sim, pred) if _drawable(kind, s) and _drawable(kind, p))
+    left_out = len(entries) - drawn
+    parts = [f"{n} {what}" for n, what in ((zero_sim, "simulated 0"), (zero_pred, "predicted 0"),
+                                           (missing, "without a value")) if n]
+    if not entries:
+        return "no layers", None
+    if drawn:
+        return None, (f"{left_out} of {len(entries)} layers not shown ({', '.join(parts)})" if left_out else None)
+    if zero_sim == zero_pred == len(entries):
+        return _ALL_ZERO.get(key, f"every layer's {label} is 0,\nsimulated and predicted"), None
+    return f"no layer to draw on log axes:\n{', '.join(parts)}", None
+
+
+def _scatter_panel(ax, kind, pairs, meas):
+    """Predicted (dots) and measured (crosses) against simulated, with y = x: log axes for counts,
+    linear from 0 to 1 for rates."""
+    from matplotlib.ticker import NullFormatter
+    if pairs:
+        ax.scatter(*zip(*pairs), s=14, label="predicted")
+    if meas:
+        ax.scatter(*zip(*meas), s=14, marker="x", label="measured")
+    values = [v for pair in pairs + meas for v in pair]
+    if kind == "rate":
+        ax.plot([0, 1], [0, 1], "k--", linewidth=0.8, label="y = x")
+        ax.set_xlim(-0.03, 1.03)
+        ax.set_ylim(-0.03, 1.03)
+    elif values:
+        lo, hi = min(values) / 1.5, max(values) * 1.5
+        ax.plot([lo, hi], [lo, hi], "k--", linewidth=0.8, label="y = x")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    if pairs or meas:
+        ax.legend(fontsize=7, loc="upper left")
+
+
+def plot_document(doc: dict, path) -> dict:
+    """Predicted (and measured) vs simulated, one subplot per table metric, with y = x (counts on log
+    axes, hit rates on linear ones).
+
+    A panel with nothing to draw says why instead, and one that leaves layers out says how many
+    (`panel_notes`); returns ``{label: text}`` of those notes."""
     check_matplotlib()
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
 
     entries = doc.get("layers") or []
     fig, axes = plt.subplots(2, 4, figsize=(16, 8))
     axes = axes.ravel()
+    notes = {}
     for ax, (label, key, kind) in zip(axes, TABLE_METRICS):
-        sim = [e["simulated"].get(key) for e in entries]
-        pred = [(e.get("predicted") or {}).get(key) for e in entries]
-        pairs = [(s, p) for s, p in zip(sim, pred) if s is not None and p is not None and s > 0 and p > 0]
-        if pairs:
-            xs, ys = zip(*pairs)
-            ax.scatter(xs, ys, s=14, label="predicted")
+        pairs = [(e["simulated"].get(key), (e.get("predicted") or {}).get(key)) for e in entries]
+        pairs = [(s, p) for s, p in pairs if _drawable(kind, s) and _drawable(kind, p)]
         meas = [(e["simulated"].get(key), (e.get("measured") or {}).get(key)) for e in entries if e.get("measured")]
-        meas = [(s, m) for s, m in meas if s is not None and m is not None and s > 0 and m > 0]
-        if meas:
-            xs2, ys2 = zip(*meas)
-            ax.scatter(xs2, ys2, s=14, marker="x", label="measured")
-        values = [v for pair in pairs + meas for v in pair]
-        if values:
-            lo, hi = min(values) / 1.5, max(values) * 1.5
-            ax.plot([lo, hi], [lo, hi], "k--", linewidth=0.8, label="y = x")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlim(lo, hi)
-            ax.set_ylim(lo, hi)
-            ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.yaxis.set_minor_formatter(NullFormatter())
+        meas = [(s, m) for s, m in meas if _drawable(kind, s) and _drawable(kind, m)]
+        _scatter_panel(ax, kind, pairs, meas)
+        empty, hidden = panel_notes(entries, key, label, kind)
+        if empty and not meas:
+            notes[label] = empty
+            ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center", va="center", fontsize=10,
+                    color="0.25", bbox=dict(fc="white", ec="0.6"))
+            ax.set_xticks([])
+            ax.set_yticks([])
+        elif empty or hidden:
+            notes[label] = (empty or hidden).replace("\n", " ")
+            ax.text(0.98, 0.02, notes[label], transform=ax.transAxes, ha="right", va="bottom", fontsize=7,
+                    color="0.3", wrap=True)
         ax.set_title(label)
         ax.set_xlabel("simulated")
         ax.set_ylabel("predicted")
         ax.grid(True, which="both", alpha=0.3)
-        if pairs or meas:
-            ax.legend(fontsize=7)
     for ax in axes[len(TABLE_METRICS):]:
         ax.axis("off")
     gpu = (doc.get("gpu") or {}).get("name", "?")
@@ -255,3 +329,4 @@ def plot_document(doc: dict, path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")
     plt.close(fig)
+    return notes
