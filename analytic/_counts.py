@@ -329,3 +329,39 @@ def l1_exact(layer, kernel) -> bool:
         if 32 % tmap.t_c and tmap.t_c % 32:
             return False
     return kernel.layout == "nhwc" or kernel.tile_m % 32 == 0
+
+
+@njit(cache=True)
+def block_sharing(extent, tile, eb, step):
+    """Fraction of the sector lookups of a k-step's block [x0, x0 + tile) (of ``extent`` elements per
+    row) that an earlier block already read: rows (nhwc A: the pixels one filter position reads,
+    sw C e bytes apart; B: a filter's positions, C e bytes apart) lie ``step`` bytes apart, so a block
+    boundary inside a sector (tile e not a multiple of 32, or rows not sector-aligned) puts part of a
+    sector in the next block, of this row or of the next one. Counted over one period of the row
+    pattern (lcm(step, 32) bytes), each block's sectors as a set."""
+    step = max(step, extent * eb)
+    g = _gcd(step % SEC, SEC) if step % SEC else SEC
+    period = step * (SEC // g)                    # lcm(step, 32) bytes
+    nsec = period // SEC
+    nrows = period // step
+    seen = np.zeros(nsec, np.bool_)
+    mine = np.zeros(nsec, np.bool_)
+    shared = 0
+    total = 0
+    x0 = 0
+    while x0 < extent:
+        x1 = min(extent, x0 + tile)
+        mine[:] = False
+        for i in range(nrows):
+            lo = (i * step + x0 * eb) // SEC
+            hi = (i * step + x1 * eb - 1) // SEC
+            for k in range(lo, hi + 1):
+                mine[k % nsec] = True
+        for k in range(nsec):
+            if mine[k]:
+                total += 1
+                if seen[k]:
+                    shared += 1
+                seen[k] = True
+        x0 = x1
+    return shared / total if total else 0.0

@@ -10,7 +10,7 @@ from ._l2 import l2_miss_prob
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py. tests/test_jit_deps.py checks this digest of it: updating the digest
 # after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "7080867da80fd4c2"
+_JIT_DEPS_SHA256 = "4c8bb737c7aa4174"
 
 
 @njit(cache=True)
@@ -78,11 +78,13 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
 
 
 @njit(cache=True)
-def window_rows(hist):
+def window_rows(hist, phase, nphase):
     """win[t, d]: distinct A rows (in row-access units of one filter position) of the LRU window of
-    a reuse at position t from t - d: rows(t - d) + the rows each later position u < t adds
-    (those whose nearest predecessor is further back than u - (t - d)). O((R*S)^2) via prefix sums
-    along diagonals of the cumulative histogram."""
+    a reuse at position t from t - d that fall in the reused line's L1 set class: rows(t - d) + the
+    rows each later position u < t adds (those whose nearest predecessor is further back than
+    u - (t - d)), counting only positions u whose lines share the set class of t (``phase[u] ==
+    phase[t]``; a reuse's two positions always do). O(nphase (R*S)^2) via prefix sums along diagonals
+    of the cumulative histogram."""
     RS = hist.shape[0]
     rows = np.zeros(RS, np.float64)
     cum = np.zeros((RS, RS), np.float64)
@@ -93,17 +95,21 @@ def window_rows(hist):
         for j in range(1, RS):
             acc += hist[u, j]
             cum[u, j] = acc
-    diag = np.zeros((RS, RS), np.float64)
-    for a in range(RS):
-        acc = 0.0
-        for j in range(1, RS - a):
-            u = a + j
-            acc += rows[u] - cum[u, j]
-            diag[a, j] = acc
     win = np.zeros((RS, RS), np.float64)
-    for t in range(RS):
-        for d in range(1, t + 1):
-            win[t, d] = rows[t - d] + diag[t - d, d - 1]
+    diag = np.zeros((RS, RS), np.float64)
+    for c in range(nphase):
+        for a in range(RS):
+            acc = 0.0
+            for j in range(1, RS - a):
+                u = a + j
+                if phase[u] == c:
+                    acc += rows[u] - cum[u, j]
+                diag[a, j] = acc
+        for t in range(RS):
+            if phase[t] != c:
+                continue
+            for d in range(1, t + 1):
+                win[t, d] = (rows[t - d] if phase[t - d] == c else 0.0) + diag[t - d, d - 1]
     return win
 
 
@@ -167,8 +173,8 @@ def _ramp(x, lo, hi):
 
 
 @njit(cache=True)
-def l1_configs(hist, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpr_b,
-               nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, reuse_b1, lpm_a, b_row_lines,
+def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpr_b,
+               nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_row_lines,
                ns_life, bfrac, l2a_w, l2b, l2_ways, l2_spread):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
@@ -184,12 +190,17 @@ def l1_configs(hist, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lp
     shares its filters) reaches the ways; the previous wave's CTA on the SM may have left the tile."""
     rows_total = rows_t.sum()
     RS = R * S
+    rows_distinct = 0.0                      # distinct A rows of a CTA over all filter positions
+    for t in range(hist.shape[0]):
+        rows_distinct += hist[t, 0]
+    # rounds between a k-step and the next channel block's re-read of a shared sector
+    blk_rounds = float(RS) if dscale == 1.0 else 1.0
     wsum = 0.0
     miss_frac_a = 0.0
     miss2_frac_a = 0.0
     hit_b = 0.0
     lat = np.empty(rows_t.shape[0], np.float64)
-    win = window_rows(hist)
+    win = window_rows(hist, phase, nphase)
     for ci in range(cfg.shape[0]):
         wgt = cfg[ci, 0]
         k = cfg[ci, 1]
@@ -199,6 +210,8 @@ def l1_configs(hist, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lp
         brep = cfg[ci, 5] > 0.5
         prev_a = cfg[ci, 7] > 0.5
         prev_b = cfg[ci, 8] > 0.5
+        gap_a = cfg[ci, 9]
+        gap_b = cfg[ci, 10]
         wsum += wgt
         ma = 0.0
         ma2 = 0.0
@@ -214,9 +227,9 @@ def l1_configs(hist, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lp
                 ma_t = 0.0
                 lines_a_rnd = rows_total / RS * (T / M) * lpr_a      # one CTA's A lines per round
                 if arep and rows_total > 0:
-                    # the earlier slot read these sectors this round; in between: its B lines and
-                    # this CTA's... (one slot's A and B lines of the round)
-                    ma += wm * wn * (1.0 - _ramp((lines_a_rnd / nsa + lines_b / nmax) / ways, lo, hi))
+                    # the earlier slot (gap_a slots before) read these sectors this round; in between:
+                    # its other A lines and its B lines, and each slot between them (A and B)
+                    ma += wm * wn * (1.0 - _ramp(gap_a * (lines_a_rnd / nsa + lines_b / nmax) / ways, lo, hi))
                 if not arep and rows_total > 0:
                     for t in range(rows_t.shape[0]):
                         lat[t] = rows_t[t] * (T / M) * lpr_a * na
@@ -228,14 +241,19 @@ def l1_configs(hist, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lp
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total
                 if brep:
-                    # the earlier slot read these filter lines this round; this CTA's A lines came since
-                    hb = _ramp((lines_b / nsb + lines_a_rnd / nmax) / ways, lo, hi)
+                    # the earlier slot (gap_b slots before) read these filter lines this round; since
+                    # then: its other B lines, each slot between (A and B), this CTA's A lines
+                    hb = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax) / ways, lo, hi)
                 else:
                     lines_a = rows_total / RS * (T / M) * lpr_a
                     d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
                     hb = reuse_b1 * _ramp(d_b, lo, hi)
-                    if share_blk > 0:
-                        hb += (1.0 - hb) * share_blk * _ramp(RS * d_b, lo, hi)
+                    if share_b_blk > 0:
+                        # distinct lines of the rounds in between: the CTAs' whole A windows (nhwc) and
+                        # their filter lines of those rounds
+                        b_win = nb * lines_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
+                        a_win = na * rows_distinct * (T / M) * lpr_a if dscale == 1.0 else na * lines_a
+                        hb += (1.0 - hb) * share_b_blk * _ramp((b_win / nsb + a_win / nmax) / ways, lo, hi)
                     if prev_b:
                         # the previous wave's CTA on this SM used the same filters: distance one
                         # CTA lifetime (distinct lines: A misses, the CTA's whole filter slice)
@@ -248,8 +266,9 @@ def l1_configs(hist, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lp
             lines_a = rows_total / RS * (tm / M) * lpr_a
             ma_raw = ma
             if share_blk > 0:
-                ma *= 1.0 - share_blk * _ramp(RS * (lines_a * na / nsa + nb * tn * lpr_b / nmax) / ways,
-                                              lo, hi)
+                a_win = na * rows_distinct * (tm / M) * lpr_a
+                b_win = nb * tn * lpr_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
+                ma *= 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
             if prev_a:
                 a_life = k * ma * rows_total * (tm / M) * lpm_a
                 b_life = nb * min(ksteps * tn * lpr_b, tn * b_row_lines)

@@ -43,8 +43,9 @@ def tile_of(v, tiles_m, tiles_n, swz):
 
 
 # columns of sm_configs' rows
-(CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B) = range(9)
-_CFG_COLS = 9
+(CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
+ CFG_GAPB) = range(11)
+_CFG_COLS = 11
 
 
 @njit(cache=True)
@@ -77,11 +78,15 @@ def _sm_sample(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_,
     for s in range(k):
         arep = 0.0
         brep = 0.0
+        gapa = 0.0
+        gapb = 0.0
         for s2 in range(s):
             if tm_[s2] == tm_[s]:
                 arep = 1.0
+                gapa = s - s2
             if tn_[s2] == tn_[s]:
                 brep = 1.0
+                gapb = s - s2
         pa = 0.0
         pb = 0.0
         if prev:
@@ -101,6 +106,8 @@ def _sm_sample(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_,
         out[row, CFG_PREV] = 1.0 if prev else 0.0
         out[row, CFG_PREV_A] = pa
         out[row, CFG_PREV_B] = pb
+        out[row, CFG_GAPA] = gapa
+        out[row, CFG_GAPB] = gapb
         row += 1
     return row
 
@@ -110,7 +117,8 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
     """Co-residency configurations, one row per sampled CTA (columns CFG_*), weights summing to the
     number of CTAs: k CTAs on its SM, na / nb distinct tile_m / tile_n among them, whether an earlier
     slot of the SM holds the same tile_m (AREP) / tile_n (BREP), whether the SM ran CTAs in the previous
-    wave (PREV) and whether one of them had the same tile_m (PREV_A) / tile_n (PREV_B)."""
+    wave (PREV) and whether one of them had the same tile_m (PREV_A) / tile_n (PREV_B), and the slot
+    distance to the nearest earlier slot with the same tile_m (GAPA) / tile_n (GAPB), 0 if none."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
     full = ctas // per_wave

@@ -14,7 +14,7 @@ from simcore import metrics as Mx
 from traces.stream import check_types
 from traces.kernel import KernelConfig
 
-from ._counts import l1_counts
+from ._counts import block_sharing, l1_counts
 from ._l2 import refetch_misses
 from ._reuse import l1_configs, reuse_histogram, touched_1d, touched_runs_1d
 from ._schedule import aggregate_configs, sm_configs, wave_stats
@@ -170,7 +170,14 @@ def _predict(layer, gpu, kernel, f, machine):
     mcls = [(tm, (tiles_m - 1) * tm / M), (last_m, last_m / M)] if last_m != tm else [(tm, 1.0)]
     last_n = K - (tiles_n - 1) * tn
     ncls = [(tn, (tiles_n - 1) / tiles_n), (last_n, 1.0 / tiles_n)] if last_n != tn else [(tn, 1.0)]
-    share_blk = max(0.0, 1.0 - tk * eb / SEC) if tk * eb < SEC else 0.0
+    # sectors the next channel block re-reads (nhwc: R S rounds later, the same filter position; nchw
+    # filters: the next k-step, one round later)
+    if nhwc:
+        share_blk = block_sharing(C, tk, eb, sw * C * eb)
+        share_b_blk = block_sharing(C, tk, eb, C * eb)
+    else:
+        share_blk = 0.0
+        share_b_blk = block_sharing(C * R * S, tk, eb, C * R * S * eb)
     small_b = (C <= tk) and nhwc and C * eb < SEC
     if small_b and sec_b:
         reuse_b1 = max(0.0, 1.0 - _cdiv(K * R * S * C * eb, SEC) * tiles_m / sec_b)
@@ -202,10 +209,18 @@ def _predict(layer, gpu, kernel, f, machine):
         l2b = 0.0
     l2_ways = float(gpu.l2_ways)
     spread = f.l2_cliff_spread
+    # L1 set class of each filter position's A lines (nhwc, line-aligned pixels): positions whose
+    # offsets differ by other than a multiple of the set step put their lines in other sets
+    phase = np.zeros(R * S, np.int64)
+    nphase = 1
+    if nhwc and (C * eb) % LINE == 0 and nsa < sets:
+        nphase = sets // nsa
+        for t in range(R * S):
+            phase[t] = ((t // S) * dh * W + (t % S) * dw) * (C * eb // LINE) % nphase
     miss_frac_a, hit_b, miss2_frac_a = l1_configs(
-        hist, rows_t, cfg, np.array(mcls, np.float64), np.array(ncls, np.float64), float(M), R, S,
+        hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), np.array(ncls, np.float64), float(M), R, S,
         float(tm), float(tn), float(ksteps), lpr_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
-        lo, hi, dscale, share_blk, reuse_b1, lpm_a, row_b / LINE, float(ns_life), bfrac, l2a_w, l2b,
+        lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, row_b / LINE, float(ns_life), bfrac, l2a_w, l2b,
         l2_ways, spread)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a

@@ -43,7 +43,8 @@ def _dispatch(tiles_m, tiles_n, swz, sms, cps):
 
 
 def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
-    """Sorted list of per-CTA tuples (k, na, nb, arep, brep, prev, prev_a, prev_b)."""
+    """Sorted list of per-CTA tuples (k, na, nb, arep, brep, prev, prev_a, prev_b, gap_a, gap_b): gap_x
+    is the slot distance to the nearest earlier slot of the SM with the same tile (0 if none)."""
     waves = _dispatch(tiles_m, tiles_n, swz, sms, cps)
     rows = []
     for w, slots in enumerate(waves):
@@ -56,9 +57,11 @@ def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
             nb = len({t[1] for t in tiles})
             prev = waves[w - 1][sm] if w > 0 else []
             for s, (tm, tn) in enumerate(tiles):
-                rows.append((k, na, nb, float(any(t[0] == tm for t in tiles[:s])),
-                             float(any(t[1] == tn for t in tiles[:s])), float(w > 0),
-                             float(any(t[0] == tm for t in prev)), float(any(t[1] == tn for t in prev))))
+                same_m = [s - j for j in range(s) if tiles[j][0] == tm]
+                same_n = [s - j for j in range(s) if tiles[j][1] == tn]
+                rows.append((k, na, nb, float(bool(same_m)), float(bool(same_n)), float(w > 0),
+                             float(any(t[0] == tm for t in prev)), float(any(t[1] == tn for t in prev)),
+                             float(min(same_m, default=0)), float(min(same_n, default=0))))
     return sorted(rows)
 
 
