@@ -195,6 +195,12 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         rows_distinct += hist[t, 0]
     # rounds between a k-step and the next channel block's re-read of a shared sector
     blk_rounds = float(RS) if dscale == 1.0 else 1.0
+    tn_valid = 0.0                           # valid filters of a tile, averaged over tile classes
+    tm_valid = 0.0
+    for ni in range(ncls.shape[0]):
+        tn_valid += ncls[ni, 0] * ncls[ni, 1]
+    for mi in range(mcls.shape[0]):
+        tm_valid += mcls[mi, 0] * mcls[mi, 1]
     wsum = 0.0
     miss_frac_a = 0.0
     miss2_frac_a = 0.0
@@ -234,7 +240,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     for t in range(rows_t.shape[0]):
                         lat[t] = rows_t[t] * (T / M) * lpr_a * na
                     sa = (T / M) * lpr_a * na
-                    extra = lines_b / nmax if brep else 0.0
+                    # an earlier slot sharing the filters brings round t's filter lines into the
+                    # window: new lines only where a position's filter bytes leave the previous line
+                    extra = lines_b / nmax * min(1.0, bfrac) if brep else 0.0
                     m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
                                        extra, l2a_w / na, l2b, l2_ways, l2_spread)
                     ma_t = m1 / rows_total
@@ -263,15 +271,14 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         hb += (1.0 - hb) * _ramp(life, lo, hi)
                 hb_acc += wm * wn * hb
         if not arep:
-            lines_a = rows_total / RS * (tm / M) * lpr_a
             ma_raw = ma
             if share_blk > 0:
-                a_win = na * rows_distinct * (tm / M) * lpr_a
-                b_win = nb * tn * lpr_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
+                a_win = na * rows_distinct * (tm_valid / M) * lpr_a
+                b_win = nb * tn_valid * lpr_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
                 ma *= 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
             if prev_a:
-                a_life = k * ma * rows_total * (tm / M) * lpm_a
-                b_life = nb * min(ksteps * tn * lpr_b, tn * b_row_lines)
+                a_life = k * ma * rows_total * (tm_valid / M) * lpm_a
+                b_life = nb * min(ksteps * tn_valid * lpr_b, tn_valid * b_row_lines)
                 life = (a_life + b_life) / ns_life / ways
                 ma *= 1.0 - _ramp(life, lo, hi)
             if ma_raw > 0:

@@ -184,12 +184,12 @@ def _predict(layer, gpu, kernel, f, machine):
     else:
         reuse_b1 = 0.0
     # distinct lines per missed row over a CTA lifetime, and the sets a lifetime's lines reach
-    if dense:
+    if not nhwc:
+        lpm_a = nblk * sw * eb / LINE        # a row access reads one element of each of C planes
+    elif dense:
         lpm_a = sw * unit / LINE
-    elif nhwc:
-        lpm_a = unit / LINE if unit >= LINE else min(1.0, sw * unit / LINE)
     else:
-        lpm_a = nblk * lpr_a
+        lpm_a = unit / LINE if unit >= LINE else min(1.0, sw * unit / LINE)
     if nhwc:
         ns_life = max(_nsets((sw * unit, sh * W * unit, H * W * unit) + ((LINE,) if unit > LINE else ()),
                              sets, LINE),
