@@ -332,8 +332,8 @@ def touched_1d(out_size, in_size, stride, pad, dil, filt):
 
 
 @njit(cache=True)
-def touched_runs_1d(out_size, in_size, stride, pad, dil, filt):
-    """(distinct input positions read along one axis, maximal runs of consecutive ones)."""
+def touched_mask_1d(out_size, in_size, stride, pad, dil, filt):
+    """Boolean mask of the input positions read along one axis (union over filter taps)."""
     hit = np.zeros(in_size, np.bool_)
     for f in range(filt):
         off = f * dil - pad
@@ -343,6 +343,13 @@ def touched_runs_1d(out_size, in_size, stride, pad, dil, filt):
                 break
             if x >= 0:
                 hit[x] = True
+    return hit
+
+
+@njit(cache=True)
+def touched_runs_1d(out_size, in_size, stride, pad, dil, filt):
+    """(distinct input positions read along one axis, maximal runs of consecutive ones)."""
+    hit = touched_mask_1d(out_size, in_size, stride, pad, dil, filt)
     count = 0
     runs = 0
     for x in range(in_size):
@@ -351,3 +358,32 @@ def touched_runs_1d(out_size, in_size, stride, pad, dil, filt):
             if x == 0 or not hit[x - 1]:
                 runs += 1
     return count, runs
+
+
+@njit(cache=True)
+def row_units(hit, pix, row_bytes, unit):
+    """Units of ``unit`` bytes (sectors or lines) covered by the touched positions ``hit`` of one input
+    row (position x spans bytes [x pix, (x + 1) pix) from the row start), averaged over the row start
+    alignments i row_bytes mod unit (at most 8 of them sampled evenly)."""
+    g = unit
+    r = row_bytes % unit
+    while r:
+        g, r = r, g % r
+    period = unit // g
+    take = min(period, 8)
+    total = 0
+    for k in range(take):
+        i = (k * period) // take
+        a = (i * row_bytes) % unit
+        last = -1
+        for x in range(hit.shape[0]):
+            if not hit[x]:
+                continue
+            lo = (a + x * pix) // unit
+            hi = (a + (x + 1) * pix - 1) // unit
+            if lo <= last:
+                lo = last + 1
+            if hi >= lo:
+                total += hi - lo + 1
+                last = hi
+    return total / take

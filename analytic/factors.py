@@ -52,7 +52,7 @@ class ReuseFactors:
     l1_hit_hi: float = 1.06
     l1_tile_edge: float = 1.0
     l2_capacity: float = 0.97
-    l2_cliff_spread: float = 0.35
+    l2_cliff_spread: float = 0.12
     l2_dirty_capacity: float = 0.985
 
     BOUNDS = {
@@ -60,7 +60,7 @@ class ReuseFactors:
         "l1_hit_hi": (0.2, 4.0),
         "l1_tile_edge": (0.0, 3.0),
         "l2_capacity": (0.3, 1.5),
-        "l2_cliff_spread": (0.1, 3.0),
+        "l2_cliff_spread": (0.02, 3.0),
         "l2_dirty_capacity": (0.3, 1.2),
     }
 

@@ -16,7 +16,7 @@ from traces.kernel import KernelConfig
 
 from ._counts import block_sharing, l1_counts
 from ._l2 import refetch_misses
-from ._reuse import l1_configs, reuse_histogram, touched_1d, touched_runs_1d
+from ._reuse import l1_configs, reuse_histogram, row_units, touched_1d, touched_mask_1d, touched_runs_1d
 from ._schedule import aggregate_configs, sm_configs, wave_stats
 from .factors import resolve_factors
 
@@ -47,27 +47,21 @@ def _nsets(strides, sets, line):
 
 def _uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC):
     """Compulsory (distinct) input units of ``SEC`` bytes (sectors, or lines with SEC = 128) read by
-    the layer: the touched rows and columns (unions of the filter taps' progressions) form runs of
-    consecutive positions; a run of B contiguous bytes starting at an e-aligned offset covers
-    (B + SEC - e) / SEC units on average (exactly B / SEC when every start is unit-aligned)."""
+    the layer: the touched rows and columns are unions of the filter taps' progressions; whole touched
+    rows (and whole images) are contiguous runs of bytes, otherwise the units of each touched row are
+    counted from its touched columns (`_reuse.row_units`, averaged over row alignments)."""
     ht, hruns = touched_runs_1d(P, H, sh, ph, dh, R)
-    wt, wruns = touched_runs_1d(Q, W, sw, pw, dw, S)
-    if nhwc:
-        pix = C * eb
-        if pix % SEC == 0:
-            return float(N * ht * wt * (pix // SEC))
-        if wt == W:                          # whole input rows: runs of touched rows are contiguous
-            if ht == H:
-                return float(_cdiv(N * H * W * pix, SEC))
-            return N * (ht * W * pix + hruns * (SEC - eb)) / SEC
-        return N * ht * (wt * pix + wruns * (SEC - eb)) / SEC
-    if wt == W and ht == H:
-        return float(_cdiv(N * C * H * W * eb, SEC))
-    if wt == W:
-        return N * C * (ht * W * eb + hruns * (SEC - eb)) / SEC
-    if sw * eb <= SEC:
-        return N * C * ht * (((wt - 1) * sw + 1) * eb / SEC + 1.0 - eb / SEC)
-    return float(N * C * ht * wt)
+    hit_w = touched_mask_1d(Q, W, sw, pw, dw, S)
+    wt = int(hit_w.sum())
+    pix = C * eb if nhwc else eb            # bytes per input column within a row
+    planes = 1 if nhwc else C
+    if pix % SEC == 0:
+        return float(N * planes * ht * wt * (pix // SEC))
+    if wt == W:                              # whole input rows: runs of touched rows are contiguous
+        if ht == H:
+            return float(_cdiv(N * planes * H * W * pix, SEC))
+        return N * planes * (ht * W * pix + hruns * (SEC - eb)) / SEC
+    return N * planes * ht * row_units(hit_w, pix, W * pix, SEC)
 
 
 def predict_layer(layer, gpu, kernel=None, factors=None) -> dict:
