@@ -247,8 +247,9 @@ def _predict(layer, gpu, kernel, f, machine):
     reread_a = (refetch_misses(hist_ra, dens * core, f1, fnew, cap_lines, l2_ways, spread)
                 + refetch_misses(hist_rh, dens * bnd, f1, fnew, cap_lines, l2_ways, spread))
     reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, spread)
-    # within-CTA reuses (across filter positions) that miss L1 and L2
-    inner = miss2_frac_a * rows_total * tiles_n * spr
+    # within-CTA reuses (across filter positions) that miss L1 and L2: once per wave and tile_m (the
+    # wave's other CTAs with that tile_m read the same sectors in the same round, right behind it)
+    inner = miss2_frac_a * rows_total * spr * wsum[0] / tiles_m
     dram_a = min(miss_a, uniq_a + reread_a + inner)
     dram_b = min(miss_b, uniq_b + reread_b)
     y_cta = uniq_c / ctas
