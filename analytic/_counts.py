@@ -365,3 +365,36 @@ def block_sharing(extent, tile, eb, step):
                 seen[k] = True
         x0 = x1
     return shared / total if total else 0.0
+
+
+@njit(cache=True)
+def lines_per_row(extent, tile, eb, step, pos_step, unit):
+    """Distinct ``unit``-byte lines a k-step reads per row access: rows ``step`` bytes apart each read a
+    block [x0, x0 + tile) of their ``extent`` elements, at a filter-position offset (a multiple of
+    ``pos_step`` bytes). The pattern repeats every lcm(step, unit) bytes, so lines are counted
+    cyclically over that period (a line shared by consecutive rows counts once) and divided by its
+    rows; averaged over the blocks and the position offsets (at most 8 of each, sampled evenly)."""
+    nrows = unit // _gcd(step % unit, unit) if step % unit else 1
+    nlines = nrows * step // unit
+    if nlines < 1:
+        nlines = 1
+    g = _gcd(pos_step % unit, unit) if pos_step % unit else unit
+    npos = unit // g
+    take_pos = min(npos, 8)
+    nblk = (extent + tile - 1) // tile
+    take_blk = min(nblk, 8)
+    mark = np.zeros(nlines, np.bool_)
+    total = 0.0
+    for ip in range(take_pos):
+        off = ((ip * npos) // take_pos) * g
+        for ib in range(take_blk):
+            x0 = ((ib * nblk) // take_blk) * tile
+            x1 = min(extent, x0 + tile)
+            mark[:] = False
+            for i in range(nrows):
+                lo = (off + i * step + x0 * eb) // unit
+                hi = (off + i * step + x1 * eb - 1) // unit
+                for k in range(lo, hi + 1):
+                    mark[k % nlines] = True
+            total += mark.sum() / nrows
+    return total / (take_pos * take_blk)

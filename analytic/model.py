@@ -14,7 +14,7 @@ from simcore import metrics as Mx
 from traces.stream import check_types
 from traces.kernel import KernelConfig
 
-from ._counts import block_sharing, l1_counts
+from ._counts import block_sharing, l1_counts, lines_per_row
 from ._l2 import refetch_misses
 from ._reuse import l1_configs, reuse_histogram, row_units, touched_1d, touched_mask_1d, touched_runs_1d
 from ._schedule import aggregate_configs, sm_configs, wave_stats
@@ -154,11 +154,14 @@ def _predict(layer, gpu, kernel, f, machine):
     else:
         spr = sec_a / (tiles_n * rows_total) if rows_total else 0.0
     dscale = 1.0 if nhwc else 1.0 / tk          # filter-position distance -> rounds
+    # lines a k-step reads per row access (rows at their byte stride, blocks and filter positions at
+    # their offsets; unaligned blocks straddle lines, narrow rows share them)
     if nhwc:
-        lpr_a = max(min(tk, C) * eb / LINE, min(1.0, sw * unit / LINE))
+        lpr_a = lines_per_row(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb), LINE)
+        lpr_b = lines_per_row(C, tk, eb, row_b, C * eb, LINE)
     else:
         lpr_a = tk * max(1.0, sw * eb) / LINE
-    lpr_b = max(tk * eb / LINE, min(1.0, row_b / LINE))
+        lpr_b = lines_per_row(C * R * S, tk, eb, row_b, LINE, LINE)
     # tile classes: full tiles and the last partial one (rows), full and partial filter tiles
     last_m = M - (tiles_m - 1) * tm
     mcls = [(tm, (tiles_m - 1) * tm / M), (last_m, last_m / M)] if last_m != tm else [(tm, 1.0)]
