@@ -264,8 +264,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         hb += (1.0 - hb) * share_b_blk * _ramp((b_win / nsb + a_win / nmax) / ways, lo, hi)
                     if prev_b:
                         # the previous wave's CTA on this SM used the same filters: distance one
-                        # CTA lifetime (distinct lines: A misses, the CTA's whole filter slice)
-                        a_life = k * ma_t * rows_total * (T / M) * lpm_a
+                        # CTA lifetime (distinct lines: the SM's A windows, its filter slices)
+                        a_life = na * rows_distinct * (T / M) * lpm_a
                         b_life = nb * min(ksteps * lines_b, Kt * b_row_lines)
                         life = (a_life + b_life) / ns_life / ways
                         hb += (1.0 - hb) * _ramp(life, lo, hi)
@@ -277,7 +277,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 b_win = nb * tn_valid * lpr_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
                 ma *= 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
             if prev_a:
-                a_life = k * ma * rows_total * (tm_valid / M) * lpm_a
+                a_life = na * rows_distinct * (tm_valid / M) * lpm_a
                 b_life = nb * min(ksteps * tn_valid * lpr_b, tn_valid * b_row_lines)
                 life = (a_life + b_life) / ns_life / ways
                 ma *= 1.0 - _ramp(life, lo, hi)

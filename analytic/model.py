@@ -183,8 +183,8 @@ def _predict(layer, gpu, kernel, f, machine):
     # distinct lines per missed row over a CTA lifetime, and the sets a lifetime's lines reach
     if not nhwc:
         lpm_a = nblk * sw * eb / LINE        # a row access reads one element of each of C planes
-    elif dense:
-        lpm_a = sw * unit / LINE
+    elif S * dw >= sw:
+        lpm_a = unit / LINE                  # a lifetime reads every column of its window
     else:
         lpm_a = unit / LINE if unit >= LINE else min(1.0, sw * unit / LINE)
     if nhwc:
