@@ -398,3 +398,34 @@ def lines_per_row(extent, tile, eb, step, pos_step, unit):
                     mark[k % nlines] = True
             total += mark.sum() / nrows
     return total / (take_pos * take_blk)
+
+
+@njit(cache=True)
+def nchw_lines_per_row(T, TK, C, R, S, Q, sw, dw, eb, unit):
+    """nchw A: distinct ``unit``-byte lines a k-step reads per row access. A k-step covers TK
+    consecutive gk = (c r + r) s + s; those with the same (c, r) read the same input rows, at columns
+    q sw + s dw of the tile's output columns, which overlap when the taps cover the stride. Averaged
+    over at most 8 k-steps sampled evenly."""
+    GK = C * R * S
+    ksteps = (GK + TK - 1) // TK
+    take = min(ksteps, 8)
+    q_t = min(T, Q)                          # output columns of one output row in the tile
+    rows_out = max(1.0, T / Q)               # output rows in the tile
+    total = 0.0
+    for i in range(take):
+        gk0 = ((i * ksteps) // take) * TK
+        gk = gk0
+        lines = 0.0
+        while gk < min(GK, gk0 + TK):
+            cr = gk // S
+            n_s = 0
+            while gk < min(GK, gk0 + TK) and gk // S == cr:
+                n_s += 1
+                gk += 1
+            if n_s * dw >= sw:               # the group's columns form one run
+                span = (q_t - 1) * sw + (n_s - 1) * dw + 1
+                lines += rows_out * ((span * eb + unit - eb) / unit)
+            else:
+                lines += rows_out * n_s * (((q_t - 1) * sw + 1) * eb + unit - eb) / unit
+        total += lines / T
+    return total / take

@@ -14,7 +14,7 @@ from simcore import metrics as Mx
 from traces.stream import check_types
 from traces.kernel import KernelConfig
 
-from ._counts import block_sharing, l1_counts, lines_per_row
+from ._counts import block_sharing, l1_counts, lines_per_row, nchw_lines_per_row
 from ._l2 import refetch_misses
 from ._reuse import l1_configs, reuse_histogram, row_units, touched_1d, touched_mask_1d, touched_runs_1d
 from ._schedule import aggregate_configs, sm_configs, wave_stats
@@ -160,7 +160,7 @@ def _predict(layer, gpu, kernel, f, machine):
         lpr_a = lines_per_row(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb), LINE)
         lpr_b = lines_per_row(C, tk, eb, row_b, C * eb, LINE)
     else:
-        lpr_a = tk * max(1.0, sw * eb) / LINE
+        lpr_a = nchw_lines_per_row(tm, tk, C, R, S, Q, sw, dw, eb, LINE)
         lpr_b = lines_per_row(C * R * S, tk, eb, row_b, LINE, LINE)
     # tile classes: full tiles and the last partial one (rows), full and partial filter tiles
     last_m = M - (tiles_m - 1) * tm
