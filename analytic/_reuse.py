@@ -173,7 +173,7 @@ def _ramp(x, lo, hi):
 
 
 @njit(cache=True)
-def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpr_b,
+def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_row_lines,
                ns_life, bfrac, l2a_w, l2b, l2_ways, l2_spread):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
@@ -260,7 +260,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         # distinct lines of the rounds in between: the CTAs' whole A windows (nhwc) and
                         # their filter lines of those rounds
                         b_win = nb * lines_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
-                        a_win = na * rows_distinct * (T / M) * lpr_a if dscale == 1.0 else na * lines_a
+                        a_win = na * rows_distinct * (T / M) * lpw_a if dscale == 1.0 else na * lines_a
                         hb += (1.0 - hb) * share_b_blk * _ramp((b_win / nsb + a_win / nmax) / ways, lo, hi)
                     if prev_b:
                         # the previous wave's CTA on this SM used the same filters: distance one
@@ -273,7 +273,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         if not arep:
             ma_raw = ma
             if share_blk > 0:
-                a_win = na * rows_distinct * (tm_valid / M) * lpr_a
+                a_win = na * rows_distinct * (tm_valid / M) * lpw_a
                 b_win = nb * tn_valid * lpr_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
                 ma *= 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
             if prev_a:

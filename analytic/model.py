@@ -158,9 +158,13 @@ def _predict(layer, gpu, kernel, f, machine):
     # their offsets; unaligned blocks straddle lines, narrow rows share them)
     if nhwc:
         lpr_a = lines_per_row(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb), LINE)
+        # the same for a window over all filter positions, which reads every column when the taps
+        # cover the stride (rows one pixel apart)
+        lpw_a = lpr_a if S * dw < sw else lines_per_row(C, tk, eb, C * eb, C * eb, LINE)
         lpr_b = lines_per_row(C, tk, eb, row_b, C * eb, LINE)
     else:
         lpr_a = nchw_lines_per_row(tm, tk, C, R, S, Q, sw, dw, eb, LINE)
+        lpw_a = lpr_a
         lpr_b = lines_per_row(C * R * S, tk, eb, row_b, LINE, LINE)
     # tile classes: full tiles and the last partial one (rows), full and partial filter tiles
     last_m = M - (tiles_m - 1) * tm
@@ -216,7 +220,7 @@ def _predict(layer, gpu, kernel, f, machine):
             phase[t] = ((t // S) * dh * W + (t % S) * dw) * (C * eb // LINE) % nphase
     miss_frac_a, hit_b, miss2_frac_a = l1_configs(
         hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), np.array(ncls, np.float64), float(M), R, S,
-        float(tm), float(tn), float(ksteps), lpr_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
+        float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
         lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, row_b / LINE, float(ns_life), bfrac, l2a_w, l2b,
         l2_ways, spread)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
