@@ -20,7 +20,7 @@ from ._reuse import l1_configs, reuse_histogram, row_units, touched_1d, touched_
 from ._schedule import aggregate_configs, sm_configs, wave_stats
 from .factors import resolve_factors
 
-__all__ = ["predict_layer", "predict_network", "TIMING_KEYS"]
+__all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
 
 TIMING_KEYS = ("flops", "time_s", "bound", "time_compute_s", "time_l1_s", "time_l2_s", "time_dram_s",
                "ai_l1", "ai_l2", "ai_dram", "waves")
@@ -87,6 +87,52 @@ def predict_network(layers, gpu, kernel=None, factors=None) -> list:
             machine = _machine(gpu, kernel)
         out.append(_predict(layer, gpu, kernel, f, machine))
     return out
+
+
+def layer_time(layer, gpu, kernel, counts, machine=None) -> dict:
+    """Time per resource, the bound, FLOPs, arithmetic intensities and waves of one layer whose
+    traffic is ``counts`` (the model's predictions, or simulated counts: `analytic.scaling --check`
+    puts the simulated traffic through this same time model).
+
+    compute: the waves' tile work at the per-SM peak (a wave costs its busiest SM's CTAs: the full
+    waves ``cps`` each, the last one ceil(its CTAs / SMs)); L1: (load + store sectors) over the busy
+    SMs' L1 bandwidth; L2 and DRAM: (read + write sectors) over their bandwidths. time = the largest,
+    bound = which one."""
+    if machine is None:
+        machine = _machine(gpu, kernel)
+    cps = machine[0]
+    sms = gpu.sms
+    SEC = gpu.sector_bytes
+    tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
+    ctas = _cdiv(layer.gemm_m, tm) * _cdiv(layer.k, tn)
+    per_wave = cps * sms
+    full_waves, n_last = divmod(ctas, per_wave)
+    ksteps = _cdiv(layer.gemm_k, tk) if kernel.layout == "nchw" else layer.r * layer.s * _cdiv(layer.c, tk)
+    flops = float(layer.flops)
+    if kernel.dtype == "fp16" and gpu.tensor_tflops > 0:
+        peak = gpu.tensor_tflops * 1e12
+    elif kernel.dtype == "fp16":
+        peak = 2.0 * gpu.fp32_tflops * 1e12
+    else:
+        peak = gpu.fp32_tflops * 1e12
+    tile_flops = 2.0 * tm * tn * ksteps * tk
+    slots = full_waves * cps + _cdiv(n_last, sms)
+    t_compute = slots * tile_flops / (peak / sms)
+    clk = gpu.clock_mhz * 1e6
+    l1_bytes = (counts[Mx.L1_LD_SECTORS] + counts[Mx.L1_ST_SECTORS]) * SEC
+    t_l1 = l1_bytes / (gpu.l1_bytes_per_clk * clk * min(sms, ctas))
+    l2_bytes = (counts[Mx.L2_RD_SECTORS] + counts[Mx.L2_WR_SECTORS]) * SEC
+    t_l2 = l2_bytes / (gpu.l2_gbps * 1e9)
+    dram_bytes = (counts[Mx.DRAM_RD_SECTORS] + counts[Mx.DRAM_WR_SECTORS]) * SEC
+    t_dram = dram_bytes / (gpu.dram_gbps * 1e9)
+    times = (t_compute, t_l1, t_l2, t_dram)
+    ib = max(range(4), key=lambda i: times[i])
+    return {"flops": flops, "time_compute_s": t_compute, "time_l1_s": t_l1, "time_l2_s": t_l2,
+            "time_dram_s": t_dram, "time_s": times[ib], "bound": _BOUNDS[ib],
+            "ai_l1": flops / l1_bytes if l1_bytes else math.inf,
+            "ai_l2": flops / l2_bytes if l2_bytes else math.inf,
+            "ai_dram": flops / dram_bytes if dram_bytes else math.inf,
+            "waves": float(full_waves + (1 if n_last else 0))}
 
 
 def _machine(gpu, kernel):
@@ -312,37 +358,5 @@ def _predict(layer, gpu, kernel, f, machine):
         out[m + ":B"] = v[1]
         out[m + ":C"] = v[2]
 
-    # ---- timing -------------------------------------------------------------------------------------
-    flops = float(layer.flops)
-    if kernel.dtype == "fp16" and gpu.tensor_tflops > 0:
-        peak = gpu.tensor_tflops * 1e12
-    elif kernel.dtype == "fp16":
-        peak = 2.0 * gpu.fp32_tflops * 1e12
-    else:
-        peak = gpu.fp32_tflops * 1e12
-    tile_flops = 2.0 * tm * tn * ksteps * tk
-    # wave quantization: each wave costs the time one SM needs for its cps CTAs' tile work at the
-    # per-SM peak (peak / sms), whether or not every SM is busy
-    t_compute = waves * cps * tile_flops / (peak / sms)
-    clk = gpu.clock_mhz * 1e6
-    l1_bytes = (out[Mx.L1_LD_SECTORS] + out[Mx.L1_ST_SECTORS]) * SEC
-    sms_busy = min(sms, ctas)
-    t_l1 = l1_bytes / (gpu.l1_bytes_per_clk * clk * sms_busy)
-    l2_bytes = (out[Mx.L2_RD_SECTORS] + out[Mx.L2_WR_SECTORS]) * SEC
-    t_l2 = l2_bytes / (gpu.l2_gbps * 1e9)
-    dram_bytes = (out[Mx.DRAM_RD_SECTORS] + out[Mx.DRAM_WR_SECTORS]) * SEC
-    t_dram = dram_bytes / (gpu.dram_gbps * 1e9)
-    times = (t_compute, t_l1, t_l2, t_dram)
-    ib = max(range(4), key=lambda i: times[i])
-    out["flops"] = flops
-    out["time_compute_s"] = t_compute
-    out["time_l1_s"] = t_l1
-    out["time_l2_s"] = t_l2
-    out["time_dram_s"] = t_dram
-    out["time_s"] = times[ib]
-    out["bound"] = _BOUNDS[ib]
-    out["ai_l1"] = flops / l1_bytes if l1_bytes else math.inf
-    out["ai_l2"] = flops / l2_bytes if l2_bytes else math.inf
-    out["ai_dram"] = flops / dram_bytes if dram_bytes else math.inf
-    out["waves"] = float(waves)
+    out.update(layer_time(layer, gpu, kernel, out, machine))
     return out

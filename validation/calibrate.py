@@ -51,8 +51,9 @@ def _rel(pred, sim):
 def error_stats(cases, simulated, factors, metrics, kernel) -> dict:
     """{metric: {"mean_abs", "worst_abs", "worst_case"}} of (pred - sim) / sim over ``cases``."""
     out = {key: [] for key in metrics}
-    for (label, layer, gpu), sim in zip(cases, simulated):
-        pred = predict_layer(layer, gpu, kernel, factors)
+    for case, sim in zip(cases, simulated):
+        label, layer, gpu = case[:3]
+        pred = predict_layer(layer, gpu, _case_kernel(case, kernel), factors)
         for key in metrics:
             if sim[key] == 0 and pred[key] == 0:
                 err = 0.0
@@ -76,7 +77,7 @@ def make_objective(cases, simulated, metrics, kernel, objective="log"):
 
     def f(factors) -> float:
         preds = np.array([[float(p[key]) for key in metrics]
-                          for p in (predict_layer(layer, gpu, kernel, factors) for _, layer, gpu in cases)],
+                          for p in (predict_layer(c[1], c[2], _case_kernel(c, kernel), factors) for c in cases)],
                          dtype=np.float64)
         if not np.all(np.isfinite(preds)):
             return math.inf
@@ -197,8 +198,9 @@ def create_parser() -> argparse.ArgumentParser:
         epilog=f"Metrics (--metrics): {', '.join(f'{k}={v}' for k, v in METRIC_ALIASES.items())}, or any "
                "simcore.metrics key. Exit status: 0 done, 2 bad input (one 'error: ...' line, no output "
                "file), 130 interrupted (no output file).")
-    parser.add_argument("networks", nargs="+", metavar="NETWORK",
-                        help=f"networks to fit on: {', '.join(NETWORKS)}, or a layers JSON file")
+    parser.add_argument("networks", nargs="*", metavar="NETWORK",
+                        help=f"networks to fit on: {', '.join(NETWORKS)}, a layers JSON file or an ONNX file "
+                             "(or --random instead)")
     parser.add_argument("--gpu", nargs="+", default=["v100"], metavar="GPU", help="GPUs (default: v100)")
     parser.add_argument("--batch", nargs="+", type=parse_positive_int, default=None, metavar="N",
                         help="batch sizes (default: 1; layers files: their own n)")
@@ -215,6 +217,14 @@ def create_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=parse_positive_int, default=1, metavar="N",
                         help="simulate N layers at once in N processes (default: 1 process, all numba threads)")
     parser.add_argument("--cache-dir", metavar="DIR", help="reuse simulated metrics between runs (JSON per layer)")
+    rnd = parser.add_argument_group("random cases (validation.random_cases: each case draws its own layer, "
+                                    "kernel and GPU; the kernel options above are then ignored)")
+    rnd.add_argument("--random", type=parse_positive_int, metavar="N", help="fit on N random cases")
+    rnd.add_argument("--seed", type=int, default=1, metavar="S", help="seed of the fit cases (default 1)")
+    rnd.add_argument("--holdout-random", type=parse_positive_int, metavar="M",
+                     help="report on M random cases of --holdout-seed, not fitted")
+    rnd.add_argument("--holdout-seed", type=int, default=2, metavar="T",
+                     help="seed of the held-out cases (default 2; must differ from --seed)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="write the fitted factors here")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -251,8 +261,26 @@ def check_arguments(args) -> None:
         if key not in keys:
             keys.append(key)
     args.metric_keys = keys
-    args.fit_cases = _cases(args.networks, args.gpu_objs, args.batch, args.kernel)
-    args.holdout_cases = _cases(args.holdout, args.gpu_objs, args.batch, args.kernel)
+    if args.random is None and not args.networks:
+        raise CLIError("give networks (or layer/ONNX files) to fit on, or --random N")
+    if args.random is not None and args.networks:
+        raise CLIError("give either networks or --random N, not both")
+    if args.holdout_random is not None and args.random is None:
+        raise CLIError("--holdout-random needs --random")
+    if args.random is not None:
+        from .random_cases import random_cases
+        if args.seed < 0 or args.holdout_seed < 0:
+            raise CLIError("--seed and --holdout-seed must be non-negative integers")
+        if args.holdout_random is not None and args.holdout_seed == args.seed:
+            raise CLIError(f"--holdout-seed {args.holdout_seed} equals --seed: held-out cases must be other cases")
+        args.fit_cases = [(c.label, c.layer, c.gpu, c.kernel) for c in random_cases(args.random, args.seed)]
+        args.holdout_cases = [(c.label, c.layer, c.gpu, c.kernel)
+                              for c in random_cases(args.holdout_random, args.holdout_seed)] \
+            if args.holdout_random else []
+        args.holdout_cases += _cases(args.holdout, args.gpu_objs, args.batch, args.kernel)
+    else:
+        args.fit_cases = _cases(args.networks, args.gpu_objs, args.batch, args.kernel)
+        args.holdout_cases = _cases(args.holdout, args.gpu_objs, args.batch, args.kernel)
     check_output_path("-o", args.output)
     if args.cache_dir and not os.path.isdir(args.cache_dir):
         raise CLIError(f"--cache-dir {args.cache_dir}: not a directory")
@@ -405,12 +433,18 @@ def run(args) -> int:
     except KeyboardInterrupt:
         print("interrupted while fitting; no factors written", file=sys.stderr)
         return 130
-    meta = {"fit": args.networks, "holdout": args.holdout, "gpus": args.gpu, "batches": args.batch or "default",
-            "kernel": kernel.as_dict(), "metrics": metrics, "objective": args.objective,
+    if args.random is not None:
+        fit_desc = {"random": args.random, "seed": args.seed}
+        hold_desc = {"random": args.holdout_random, "seed": args.holdout_seed, "networks": args.holdout}
+        kernel_desc = "per case (random)"
+    else:
+        fit_desc, hold_desc, kernel_desc = args.networks, args.holdout, kernel.as_dict()
+    meta = {"fit": fit_desc, "holdout": hold_desc, "gpus": args.gpu, "batches": args.batch or "default",
+            "kernel": kernel_desc, "metrics": metrics, "objective": args.objective,
             "objective_before": before, "objective_after": after, "package_version": package_version()}
     atomic_write(args.output, lambda tmp: _save(fitted, tmp, meta))
 
-    out = [f"fit set: {len(args.fit_cases)} layers ({distinct} distinct); "
+    out = [f"fit set: {len(args.fit_cases)} {'random cases' if args.random else 'layers'} ({distinct} distinct); "
            f"held out: {len(args.holdout_cases)} layers; objective ({args.objective}) "
            f"{before:.4g} -> {after:.4g} in {evaluations} evaluations", ""]
     init_d, fit_d = initial.to_dict(), fitted.to_dict()
