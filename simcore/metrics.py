@@ -2,6 +2,22 @@
 
 Per-operand breakdowns use the suffixes ``:A`` (input), ``:B`` (filter), ``:C`` (output), e.g.
 ``l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum:A``.
+
+``cp.async`` (SASS ``LDGSTS``, sm_80 and later) is counted apart from ``ld``: under ``op_ldgsts`` with
+``_cache_access`` (``cp.async.ca``, looked up and allocated in the L1 like a load) or ``_cache_bypass``
+(``cp.async.cg``, not looked up in the L1). Their sectors still reach the L2 from the L1TEX unit, so
+the L2 read keys (``lts__t_sectors_srcunit_tex_op_read*``) and the DRAM keys count every kind of
+load, and stay comparable between SIMT and tensor-op kernels. Where the names were found (no
+``ncu --query-metrics`` listing for sm_80 / sm_90 was at hand; public ncu command lines and notes):
+
+* ``l1tex__t_{requests,sectors}_pipe_lsu_mem_global_op_ldgsts_cache_access.sum``: an ncu script
+  profiling a cp.async microbenchmark (``ncu --csv --page raw --metrics ...``, sm_100);
+  ``..._op_ldgsts_cache_access_lookup_hit``: a public cp.async characterisation on sm_120 (ncu, CUDA
+  13.1: "sector requests that hit L1"), the ``_lookup_miss`` twin by ncu's naming rule (as for ``op_ld``).
+* ``..._op_ldgsts_cache_bypass``: ncu command lines used on sm_80 name the SASS-patched forms
+  ``sm__sass_l1tex_t_{requests,sectors}_pipe_lsu_mem_global_op_ldgsts_cache_{access,bypass}.sum``
+  (and ``sm__sass_inst_executed_op_ldgsts_cache_bypass.sum``); the hardware-counter form used here
+  (``l1tex__t_...``, like every other L1 key) follows the same rule. A measured export may carry either.
 """
 
 L1_LD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
@@ -10,6 +26,14 @@ L1_LD_HITS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum"
 L1_LD_MISSES = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum"
 L1_ST_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
 L1_ST_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
+# cp.async.ca: looked up (and allocated) in the L1 like a load
+L1_LDGSTS_ACCESS_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts_cache_access.sum"
+L1_LDGSTS_ACCESS_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_access.sum"
+L1_LDGSTS_ACCESS_HITS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_access_lookup_hit.sum"
+L1_LDGSTS_ACCESS_MISSES = "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_access_lookup_miss.sum"
+# cp.async.cg: bypasses the L1 (every sector goes to the L2 as a read)
+L1_LDGSTS_BYPASS_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts_cache_bypass.sum"
+L1_LDGSTS_BYPASS_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_bypass.sum"
 L2_RD_SECTORS = "lts__t_sectors_srcunit_tex_op_read.sum"
 L2_RD_HITS = "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"
 L2_RD_MISSES = "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"
@@ -21,10 +45,24 @@ DRAM_WR_SECTORS = "dram__sectors_write.sum"
 # Not an Nsight Compute metric: dirty L2 sectors still resident when the kernel ends (DESIGN section 4).
 L2_DIRTY_AT_END = "sim__l2_dirty_sectors_at_end.sum"
 
+LDGSTS_METRICS = (L1_LDGSTS_ACCESS_REQUESTS, L1_LDGSTS_ACCESS_SECTORS, L1_LDGSTS_ACCESS_HITS,
+                  L1_LDGSTS_ACCESS_MISSES, L1_LDGSTS_BYPASS_REQUESTS, L1_LDGSTS_BYPASS_SECTORS)
 METRICS = (L1_LD_REQUESTS, L1_LD_SECTORS, L1_LD_HITS, L1_LD_MISSES, L1_ST_REQUESTS, L1_ST_SECTORS,
+           *LDGSTS_METRICS,
            L2_RD_SECTORS, L2_RD_HITS, L2_RD_MISSES, L2_WR_SECTORS, L2_WR_HITS, L2_WR_MISSES,
            DRAM_RD_SECTORS, DRAM_WR_SECTORS, L2_DIRTY_AT_END)
 OPERANDS = ("A", "B", "C")
+
+# Request kinds of ``simcore.Hierarchy.feed`` (``req_kind``): a global load through the L1 (``ld``), a
+# global store, ``cp.async.cg`` (bypasses the L1) and ``cp.async.ca`` (through the L1, like ``ld``).
+KIND_LD, KIND_ST, KIND_CP_ASYNC_CG, KIND_CP_ASYNC_CA = range(4)
+KINDS = ("ld", "st", "cp.async.cg", "cp.async.ca")
+# L1 keys of each kind: requests, sectors, then (kinds looked up in the L1) sector hits and misses
+KIND_KEYS = ((L1_LD_REQUESTS, L1_LD_SECTORS, L1_LD_HITS, L1_LD_MISSES),
+             (L1_ST_REQUESTS, L1_ST_SECTORS),
+             (L1_LDGSTS_BYPASS_REQUESTS, L1_LDGSTS_BYPASS_SECTORS),
+             (L1_LDGSTS_ACCESS_REQUESTS, L1_LDGSTS_ACCESS_SECTORS, L1_LDGSTS_ACCESS_HITS,
+              L1_LDGSTS_ACCESS_MISSES))
 
 
 def operand_key(metric: str, operand: str) -> str:

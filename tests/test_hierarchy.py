@@ -12,11 +12,15 @@ from tests.naive_cache import NaiveHierarchy
 MODES = ("issue", "bucketed", "parallel")
 
 
-def make_requests(rng, n_req, sms, span_sectors, store_rate=0.2, max_count=6, sector_bytes=32):
-    """Random requests: each touches distinct ascending sectors near a random base."""
+def make_requests(rng, n_req, sms, span_sectors, store_rate=0.2, max_count=6, sector_bytes=32, kinds=None):
+    """Random requests: each touches distinct ascending sectors near a random base. ``kinds``: the
+    probabilities of request kinds 0..3 (None: loads, and stores at ``store_rate``)."""
     req_sm = rng.integers(0, sms, n_req).astype(np.int32)
     req_op = rng.integers(0, 3, n_req).astype(np.uint8)
-    req_st = (rng.random(n_req) < store_rate).astype(np.uint8)
+    if kinds is None:
+        req_st = (rng.random(n_req) < store_rate).astype(np.uint8)
+    else:
+        req_st = rng.choice(4, n_req, p=kinds).astype(np.uint8)
     sectors, first, count = [], [], []
     for _ in range(n_req):
         base = int(rng.integers(0, span_sectors))
@@ -339,7 +343,9 @@ def _good():
     (0, [0, 1], TypeError, "req_sm must be a numpy array"),
     (1, np.array([0, 3], np.uint8), ValueError, "req_operand must be < 3"),
     (1, np.array([0], np.uint8), ValueError, "req_operand has length 1"),
-    (2, np.array([0, 2], np.uint8), ValueError, "req_is_store must be < 2"),
+    (2, np.array([0, 4], np.uint8), ValueError, "req_kind must be < 4, got 4"),
+    (2, np.array([0, -1], np.int8), ValueError, "req_kind must be >= 0"),
+    (2, np.array([0.0, 1.0]), TypeError, "req_kind"),
     (3, np.array([0, 5], np.int64), ValueError, "beyond len\\(sectors\\)"),
     (3, np.array([-1, 2], np.int64), ValueError, "req_first must be >= 0"),
     (4, np.array([2, 0], np.int32), ValueError, "req_count must be >= 1"),
