@@ -84,8 +84,9 @@ def test_matches_naive_on_a_bigger_stream_with_non_power_of_two_slices():
     assert h.metrics() == naive.metrics()
 
 
+@pytest.mark.parametrize("kinds", [None, (0.25, 0.25, 0.25, 0.25)])      # loads and stores; every kind
 @pytest.mark.parametrize("sector_bytes, slices", [(32, 4), (32, 5), (16, 4)])
-def test_matches_naive_on_the_specialised_and_the_generic_kernels(sector_bytes, slices):
+def test_matches_naive_on_the_specialised_and_the_generic_kernels(sector_bytes, slices, kinds):
     # 128-byte lines, 32-byte sectors, linear power-of-two L1 sets, an xor slice hash and
     # xor-indexed slices: the geometry the L1 and L2 loops compile with constants (4 slices as on
     # v100, 5 as on h100's 80); 16-byte sectors take the generic copies of the same loops
@@ -93,9 +94,12 @@ def test_matches_naive_on_the_specialised_and_the_generic_kernels(sector_bytes, 
     geometry = dict(l1=CacheConfig(4 * 6 * 128, 6, 128, sector_bytes), sms=5,
                     l2_slice=CacheConfig(4 * 3 * 128, 3, 128, sector_bytes, "xor"), l2_slices=slices,
                     slice_hash="xor")
-    chunks = [make_requests(rng, 2000, 5, 1500, sector_bytes=sector_bytes) for _ in range(3)]
+    chunks = [make_requests(rng, 2000, 5, 1500, sector_bytes=sector_bytes, kinds=kinds) for _ in range(3)]
     expected, results = naive_and_every_mode(geometry, chunks)
     assert expected[M.L1_LD_HITS] > 0 and expected[M.L2_RD_HITS] > 0 and expected[M.DRAM_WR_SECTORS] > 0
+    if kinds is not None:
+        assert expected[M.L1_LDGSTS_ACCESS_HITS] > 0 and expected[M.L1_LDGSTS_ACCESS_MISSES] > 0
+        assert expected[M.L1_LDGSTS_BYPASS_SECTORS] > 0
     for mode, got in results.items():
         assert got == expected, mode
 

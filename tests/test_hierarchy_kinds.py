@@ -28,21 +28,6 @@ def test_mixed_kinds_match_the_naive_hierarchy_in_every_mode(geometry, seed, spa
         assert got == expected, mode
 
 
-@pytest.mark.parametrize("sector_bytes, slices", [(32, 4), (32, 5), (16, 4)])
-def test_mixed_kinds_on_the_specialised_and_the_generic_kernels(sector_bytes, slices):
-    rng = np.random.default_rng(12)
-    geometry = dict(l1=CacheConfig(4 * 6 * 128, 6, 128, sector_bytes), sms=5,
-                    l2_slice=CacheConfig(4 * 3 * 128, 3, 128, sector_bytes, "xor"), l2_slices=slices,
-                    slice_hash="xor")
-    chunks = [make_requests(rng, 2000, 5, 1500, sector_bytes=sector_bytes, kinds=MIXES[3]) for _ in range(3)]
-    expected, results = naive_and_every_mode(geometry, chunks)
-    for key in (M.L1_LD_HITS, M.L1_LDGSTS_ACCESS_HITS, M.L1_LDGSTS_ACCESS_MISSES, M.L1_LDGSTS_BYPASS_SECTORS,
-                M.L2_RD_HITS, M.DRAM_WR_SECTORS):
-        assert expected[key] > 0, key
-    for mode, got in results.items():
-        assert got == expected, mode
-
-
 # ---- hand-made cases ---------------------------------------------------------------------------
 
 def small():
