@@ -6,9 +6,9 @@ L2 slice, and the single-loop reference ``_feed_serial``. Counters: L1 ``[sm, (k
 
 Request kinds (``simcore.metrics.KIND_*``): 0 ``ld`` and 3 ``cp.async.ca`` look up (and allocate in)
 the L1 and differ only in their counters; 1 (store) and 2 (``cp.async.cg``) leave the L1 alone and
-send every sector to the L2, as a write and as a read. The L1 loops test one bit of the kind pair
-per request (``_looks_up_l1``), so a SIMT stream (kinds 0 and 1) runs the same per-sector code as
-before the kinds came.
+send every sector to the L2, as a write and as a read. The L1 loops test one bit of the packed
+kind and operand per request (``_looks_up_l1``), so a SIMT stream (kinds 0 and 1) runs the same
+per-sector code as before the kinds came.
 
 Line -> slot maps: the bucketed phases find a line's slot with ``cache._access_mapped`` in a plain
 array ``lmap`` indexed by the line (the L2's by its key within the slice, see ``_l2_key_set``),
@@ -196,17 +196,22 @@ def _map_lines(lmap, sline, on):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _l1_counter(kind, op):
-    """First of the four L1 counters of (request kind, operand) in an SM's row: requests, sectors,
-    sector hits, sector misses (the last two only for the kinds that look up the L1)."""
-    return (kind * 4 + op) * 4
+def _l1_counter(kind_op):
+    """First of the four L1 counters of ``kind_op`` = kind << 2 | operand (bits above are ignored) in
+    an SM's row: requests, sectors, sector hits, sector misses (the last two only for the kinds that
+    look up the L1)."""
+    return (kind_op & 15) << 2
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _looks_up_l1(kind):
-    """Kinds 0 (``ld``) and 3 (``cp.async.ca``) look up the L1; 1 (store) and 2 (``cp.async.cg``) do
-    not: the kind's two bits are equal."""
-    return ((kind ^ (kind >> 1)) & 1) == 0
+def _looks_up_l1(kind_op):
+    """Whether the kind of ``kind_op`` = kind << 2 | operand looks up the L1: kinds 0 (``ld``) and 3
+    (``cp.async.ca``) do, 1 (store) and 2 (``cp.async.cg``) do not (the kind's two bits are equal)."""
+    return ((kind_op ^ (kind_op >> 1)) & 4) == 0
+
+
+# L2 bucketing: the is_store bit (bit 5 of a packed L2 sector, see ``_scatter_part``) of each kind
+_WRITE_BIT = np.array([0, 32, 0, 0], np.int64)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -229,10 +234,10 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
     for r in range(req_sm.shape[0]):
         sm = req_sm[r]
         op = req_op[r]
-        kind = req_kind[r]
-        lookup = _looks_up_l1(kind)
-        store = kind == 1
-        base = _l1_counter(kind, op)
+        kind_op = (req_kind[r] << 2) | op
+        lookup = _looks_up_l1(kind_op)
+        store = req_kind[r] == 1
+        base = _l1_counter(kind_op)
         first = req_first[r]
         n = req_count[r]
         _count_request(l1c[sm], base, n)
@@ -292,8 +297,8 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
         q = reqs[_U(j)]
         first = q >> 20
         n = (q >> 4) & 0xFFFF
-        base = _l1_counter((q >> 2) & 3, q & 3)
-        lookup = _looks_up_l1(q >> 2)
+        base = _l1_counter(q)
+        lookup = _looks_up_l1(q)
         _count_request(counts, base, n)
         misses = 0
         for i in range(first, first + n):
@@ -372,7 +377,7 @@ def _scatter_part(keys, sectors, req_op, req_kind, req_first, req_count, r0, r1,
     sets, kind, sbits = g2[0], g2[2], g2[3]
     pos = hist[t]
     for r in range(r0, r1):
-        tail = (32 if req_kind[_U(r)] == 1 else 0) | (req_op[_U(r)] << 3)     # only stores write
+        tail = _WRITE_BIT[req_kind[_U(r)]] | (req_op[_U(r)] << 3)
         first = req_first[_U(r)]
         for i in range(first, first + req_count[_U(r)]):
             k = keys[_U(i)]
