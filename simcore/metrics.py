@@ -3,21 +3,24 @@
 Per-operand breakdowns use the suffixes ``:A`` (input), ``:B`` (filter), ``:C`` (output), e.g.
 ``l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum:A``.
 
-``cp.async`` (SASS ``LDGSTS``, sm_80 and later) is counted apart from ``ld``: under ``op_ldgsts`` with
-``_cache_access`` (``cp.async.ca``, looked up and allocated in the L1 like a load) or ``_cache_bypass``
-(``cp.async.cg``, not looked up in the L1). Their sectors still reach the L2 from the L1TEX unit, so
+``cp.async`` (SASS ``LDGSTS``, sm_80 and later) is counted apart from ``ld``, under ``op_ldgsts`` with
+``_cache_access`` (``cp.async.ca``: looked up and allocated in the L1 like a load) or ``_cache_bypass``
+(``cp.async.cg``: not looked up in the L1). Its sectors still reach the L2 from the L1TEX unit, so
 the L2 read keys (``lts__t_sectors_srcunit_tex_op_read*``) and the DRAM keys count every kind of
-load, and stay comparable between SIMT and tensor-op kernels. Where the names were found (no
-``ncu --query-metrics`` listing for sm_80 / sm_90 was at hand; public ncu command lines and notes):
+load and stay comparable between SIMT and tensor-op kernels.
 
-* ``l1tex__t_{requests,sectors}_pipe_lsu_mem_global_op_ldgsts_cache_access.sum``: an ncu script
-  profiling a cp.async microbenchmark (``ncu --csv --page raw --metrics ...``, sm_100);
-  ``..._op_ldgsts_cache_access_lookup_hit``: a public cp.async characterisation on sm_120 (ncu, CUDA
-  13.1: "sector requests that hit L1"), the ``_lookup_miss`` twin by ncu's naming rule (as for ``op_ld``).
-* ``..._op_ldgsts_cache_bypass``: ncu command lines used on sm_80 name the SASS-patched forms
-  ``sm__sass_l1tex_t_{requests,sectors}_pipe_lsu_mem_global_op_ldgsts_cache_{access,bypass}.sum``
-  (and ``sm__sass_inst_executed_op_ldgsts_cache_bypass.sum``); the hardware-counter form used here
-  (``l1tex__t_...``, like every other L1 key) follows the same rule. A measured export may carry either.
+Where the ldgsts names were found (no ``ncu --query-metrics`` listing for sm_80 / sm_90 was among the
+sources at hand, and no GPU was lent to the task; public ncu command lines and measurement notes):
+``l1tex__t_{requests,sectors}_pipe_lsu_mem_global_op_ldgsts.sum`` and
+``l1tex__t_{requests,sectors}_pipe_lsu_mem_global_op_ldgsts_cache_access.sum`` in ncu ``--metrics``
+lists of cp.async benchmarks; the ``_cache_access`` sectors' ``_lookup_hit`` variant in a cp.async
+characterisation measured with ncu on sm_120 (CUDA 13.1); the SASS-patched
+``sm__sass_l1tex_t_{requests,sectors}_pipe_lsu_mem_global_op_ldgsts_cache_{access,bypass}.sum`` and
+``sm__sass_inst_executed_op_ldgsts_cache_{access,bypass}.sum`` in several public ncu metric lists.
+``..._cache_access_lookup_miss`` and the hardware-counter form of the bypass pair
+(``l1tex__t_..._op_ldgsts_cache_bypass.sum``) were not seen in those sources: they follow ncu's naming
+rule (as ``op_ld`` has ``_lookup_hit`` / ``_lookup_miss``); an export may carry the ``sm__sass_``
+form of the bypass pair instead, which these keys do not match.
 """
 
 L1_LD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
