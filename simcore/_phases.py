@@ -1,7 +1,14 @@
 """The hierarchy's compiled phases (used by ``simcore.hierarchy.Hierarchy``, which documents the
 semantics): bucketing requests by SM, each SM's L1, bucketing the L2-bound sectors by slice, each
-L2 slice, and the single-loop reference ``_feed_serial``. Counters: L1 ``[sm, operand * 6 + k]``,
-L2 ``[slice, operand * 8 + k]``, k as in ``hierarchy._L1_KEYS`` / ``hierarchy._L2_KEYS``.
+L2 slice, and the single-loop reference ``_feed_serial``. Counters: L1 ``[sm, (kind * 4 + operand) * 4
++ k]`` (``_l1_counter``; k: requests, sectors, sector hits, sector misses, the keys of
+``simcore.metrics.KIND_KEYS``), L2 ``[slice, operand * 8 + k]``, k as in ``hierarchy._L2_KEYS``.
+
+Request kinds (``simcore.metrics.KIND_*``): 0 ``ld`` and 3 ``cp.async.ca`` look up (and allocate in)
+the L1 and differ only in their counters; 1 (store) and 2 (``cp.async.cg``) leave the L1 alone and
+send every sector to the L2, as a write and as a read. The L1 loops test one bit of the packed
+kind and operand per request (``_looks_up_l1``), so a SIMT stream (kinds 0 and 1) runs the same
+per-sector code as before the kinds came.
 
 Line -> slot maps: the bucketed phases find a line's slot with ``cache._access_mapped`` in a plain
 array ``lmap`` indexed by the line (the L2's by its key within the slice, see ``_l2_key_set``),
@@ -107,6 +114,18 @@ count is not a power of two (the L2 keys are lines, each in one slice only), one
 from chunk to chunk instead of each slice's 2048-5120 lines entered and cleared per chunk (a100,
 h100): the whole bucketed feed in the same process, h100 0.94 / 0.98 / 1.01 on conv2_2 / conv3_1 /
 conv5_1, a100 1.00 / 1.02 on conv1_2 / conv4_2: not worth the extra state it must keep in step.
+
+Request kinds (``cp.async``, 2 bits where the store flag was one): callgrind instructions per L1
+load sector, counted around each phase's call only (client requests toggling the collection), on
+chunk 3 of vgg16 conv2_2 (v100; 258,856 requests, 1.03 M sectors, all loads), code loaded from the
+Numba cache compiled under valgrind, before -> after: bucketing by SM 8.35 -> 8.35, L1 phase 76.2
+-> 73.5, L2 bucketing 44.3 -> 44.3, L2 65.3 -> 65.3; on its last chunk (50,176 of 174,136 requests
+stores): L1 phase 43.1 -> 41.3 M instructions, the others equal. (The kind tested per request as
+``kind == 1`` in the L2 bucketing cost 2 instructions per request; the 4-entry ``_WRITE_BIT`` table
+costs none.) Times: ``bench_phases.py --reps 2``, 20 runs alternating with the code before on the
+busy 2-core machine, medians: L1 6.05 vs 6.15 ns, L2 bucketing 3.85 vs 3.60, L2 4.20 vs 4.20, paired
+ratio of the four phases' sum 1.007 (0.93-1.23); same-process A/B of the kernels, 30 rounds three
+times: L1 0.97-0.98, L2 bucketing 0.99-1.05: no change beyond the noise.
 """
 from __future__ import annotations
 
@@ -189,17 +208,35 @@ def _map_lines(lmap, sline, on):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _count_request(counts, op, store, n):
-    """A request of ``n`` sectors (``counts``: its SM's row of L1 counters): one l1tex store or load
-    request and its sectors."""
-    k = op * 6 + (4 if store else 0)
-    counts[_U(k)] += 1
-    counts[_U(k + 1)] += n
+def _l1_counter(kind_op):
+    """First of the four L1 counters of ``kind_op`` = kind << 2 | operand (bits above are ignored) in
+    an SM's row: requests, sectors, sector hits, sector misses (the last two only for the kinds that
+    look up the L1)."""
+    return (kind_op & 15) << 2
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _looks_up_l1(kind_op):
+    """Whether the kind of ``kind_op`` = kind << 2 | operand looks up the L1: kinds 0 (``ld``) and 3
+    (``cp.async.ca``) do, 1 (store) and 2 (``cp.async.cg``) do not (the kind's two bits are equal)."""
+    return ((kind_op ^ (kind_op >> 1)) & 4) == 0
+
+
+# L2 bucketing: the is_store bit (bit 5 of a packed L2 sector, see ``_scatter_part``) of each kind
+_WRITE_BIT = np.array([0, 32, 0, 0], np.int64)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _count_request(counts, base, n):
+    """A request of ``n`` sectors (``counts``: its SM's row of L1 counters, ``base``: its kind and
+    operand's ``_l1_counter``): one l1tex request and its sectors."""
+    counts[_U(base)] += 1
+    counts[_U(base + 1)] += n
 
 
 @njit(cache=True, _nrt=False)
 def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xor_hash,
-                 req_sm, req_op, req_st, req_first, req_count, sectors):
+                 req_sm, req_op, req_kind, req_first, req_count, sectors):
     """Whole chunk in issue order on one thread (the reference for the bucketed paths), with the hash
     tables (``_access``): for address ranges beyond the bucketed paths' line -> slot map. Within a
     slice a line is cached under the key of ``_l2_key_set``."""
@@ -209,21 +246,24 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
     for r in range(req_sm.shape[0]):
         sm = req_sm[r]
         op = req_op[r]
-        store = req_st[r] != 0
+        kind_op = (req_kind[r] << 2) | op
+        lookup = _looks_up_l1(kind_op)
+        store = req_kind[r] == 1
+        base = _l1_counter(kind_op)
         first = req_first[r]
         n = req_count[r]
-        _count_request(l1c[sm], op, store, n)
+        _count_request(l1c[sm], base, n)
         for i in range(first, first + n):
             a = sectors[i]
-            if not store:
+            if lookup:
                 table, rec, sline, lru, last = _cache_rows(l1, sm)
                 line = a >> l1_line
                 o = _access(table, rec, sline, lru, last, line, _set_of(line, g1[0], g1[2], g1[3]),
                             (a >> l1_sec) & l1_mask, False, g1[1], g1[4], g1[5])
                 if o & 3 == 0:
-                    l1c[sm, op * 6 + 2] += 1
+                    l1c[sm, base + 2] += 1
                     continue
-                l1c[sm, op * 6 + 3] += 1
+                l1c[sm, base + 3] += 1
             line = a >> l2_line
             sl = _slice_of(line, slices, xor_hash, pow2)
             table, rec, sline, lru, last = _cache_rows(l2, sl)
@@ -234,8 +274,8 @@ def _feed_serial(l1, g1, l1c, l2, g2, tags, l2c, shifts, slices, slice_shift, xo
 
 
 @njit(cache=True, _nrt=False)
-def _bucket_requests(req_sm, req_op, req_st, req_first, req_count, nsms, starts, reqs):
-    """Requests in SM order (stable), each packed as first << 20 | count << 4 | is_store << 2 | operand:
+def _bucket_requests(req_sm, req_op, req_kind, req_first, req_count, nsms, starts, reqs):
+    """Requests in SM order (stable), each packed as first << 20 | count << 4 | kind << 2 | operand:
     the L1 phase then reads one sequential 8-byte stream per SM instead of five arrays through an index
     (fewer streamed bytes: they compete for the CPU's L1d with the SM's cache state)."""
     for k in range(nsms + 1):
@@ -246,7 +286,7 @@ def _bucket_requests(req_sm, req_op, req_st, req_first, req_count, nsms, starts,
         starts[k + 1] += starts[k]
     for r in range(req_sm.shape[0]):
         k = req_sm[r]
-        reqs[starts[k]] = (req_first[r] << 20) | (req_count[r] << 4) | (req_st[r] << 2) | req_op[r]
+        reqs[starts[k]] = (req_first[r] << 20) | (req_count[r] << 4) | (req_kind[r] << 2) | req_op[r]
         starts[k] += 1
     for k in range(nsms, 0, -1):
         starts[k] = starts[k - 1]
@@ -267,15 +307,15 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
     last_line, last_slot = last[0], last[1]        # kept in registers for the run, stored after it
     for j in range(starts[sm], starts[sm + 1]):
         q = reqs[_U(j)]
-        op = q & 3
         first = q >> 20
         n = (q >> 4) & 0xFFFF
-        store = (q & 4) != 0
-        _count_request(counts, op, store, n)
+        base = _l1_counter(q)
+        lookup = _looks_up_l1(q)
+        _count_request(counts, base, n)
         misses = 0
         for i in range(first, first + n):
             a = sectors[_U(i)]
-            if not store:
+            if lookup:
                 line = a >> l1_line
                 o, last_line, last_slot = _access_mapped(lmap, rec, sline, lru, last_line, last_slot, line,
                                                          _set_of(line, sets, kind, sbits), (a >> l1_sec) & l1_mask,
@@ -288,9 +328,9 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
             keys[_U(i)] = sl
             if count:
                 hist0[_U(sl)] += 1
-        if not store:
-            counts[_U(op * 6 + 2)] += n - misses
-            counts[_U(op * 6 + 3)] += misses
+        if lookup:
+            counts[_U(base + 2)] += n - misses
+            counts[_U(base + 3)] += misses
     last[0], last[1] = last_line, last_slot
     _map_lines(lmap, sline, False)
 
@@ -340,15 +380,16 @@ def _count_part(keys, req_first, req_count, r0, r1, hist, t):
 
 
 @njit(cache=True, _nrt=False)
-def _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, r0, r1, hist, t, packed, shifts,
+def _scatter_part(keys, sectors, req_op, req_kind, req_first, req_count, r0, r1, hist, t, packed, shifts,
                   slices, slice_shift, g2):
     """Requests ``r0 .. r1 - 1``'s L2-bound sectors, in issue order, to their slices' buckets, as
-    key << _PACK_LINE | set << 6 | is_store << 5 | operand << 3 | sector (see ``_l2_key_set``)."""
+    key << _PACK_LINE | set << 6 | is_store << 5 | operand << 3 | sector (see ``_l2_key_set``); every
+    kind but a store (1) reads."""
     l2_line, l2_sec, l2_mask = shifts[3], shifts[4], shifts[5]
     sets, kind, sbits = g2[0], g2[2], g2[3]
     pos = hist[t]
     for r in range(r0, r1):
-        tail = (req_st[_U(r)] << 5) | (req_op[_U(r)] << 3)
+        tail = _WRITE_BIT[req_kind[_U(r)]] | (req_op[_U(r)] << 3)
         first = req_first[_U(r)]
         for i in range(first, first + req_count[_U(r)]):
             k = keys[_U(i)]
@@ -373,7 +414,7 @@ def _offsets(hist, starts):
 
 
 @njit(cache=True, _nrt=False)
-def _l2_bucket_counted(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
+def _l2_bucket_counted(keys, sectors, req_op, req_kind, req_first, req_count, hist, starts, packed, shifts,
                        slices, slice_shift, g2):
     """Stable bucketing of the L2-bound sectors by slice (serial path; the L1 phase has already counted
     ``hist[0]``): ``packed[starts[k]:starts[k+1]]`` = slice ``k``'s sectors in issue order. Copying
@@ -381,12 +422,12 @@ def _l2_bucket_counted(keys, sectors, req_op, req_st, req_first, req_count, hist
     gathering from the whole chunk cost about 60 ns per L2 access in cache misses (measured, v100
     geometry, 1.7 M-sector chunk)."""
     _offsets(hist, starts)
-    _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, 0, req_op.shape[0], hist, 0, packed,
+    _scatter_part(keys, sectors, req_op, req_kind, req_first, req_count, 0, req_op.shape[0], hist, 0, packed,
                   shifts, slices, slice_shift, g2)
 
 
 @njit(cache=True, parallel=True)
-def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, hist, starts, packed, shifts,
+def _l2_bucket_parallel(keys, sectors, req_op, req_kind, req_first, req_count, hist, starts, packed, shifts,
                         slices, slice_shift, g2):
     """``_l2_bucket_counted`` as a parallel stable counting sort over ``hist.shape[0]`` request ranges,
     each range counting its own row of ``hist``."""
@@ -396,7 +437,7 @@ def _l2_bucket_parallel(keys, sectors, req_op, req_st, req_first, req_count, his
         _count_part(keys, req_first, req_count, n * t // parts, n * (t + 1) // parts, hist, t)
     _offsets(hist, starts)
     for t in prange(parts):
-        _scatter_part(keys, sectors, req_op, req_st, req_first, req_count, n * t // parts, n * (t + 1) // parts,
+        _scatter_part(keys, sectors, req_op, req_kind, req_first, req_count, n * t // parts, n * (t + 1) // parts,
                       hist, t, packed, shifts, slices, slice_shift, g2)
 
 

@@ -8,24 +8,27 @@ consistent.
 Sources (numbers in brackets are cited next to each figure below):
 
 [V]  NVIDIA Tesla V100 GPU Architecture whitepaper (WP-08608-001_v1.1, 2017): 80 SMs, 1530 MHz boost,
-     15.7 FP32 TFLOP/s, 125 tensor TFLOP/s, 128 KB unified L1/shared per SM with carve-outs
-     0/8/16/32/64/96 KB, 6 MB L2, 900 GB/s HBM2.
+     15.7 FP32 TFLOP/s, 125 tensor TFLOP/s (FP16 inputs; Volta's tensor cores take no BF16), 128 KB
+     unified L1/shared per SM with carve-outs 0/8/16/32/64/96 KB, 6 MB L2, 900 GB/s HBM2.
 [A]  NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs, 1410 MHz, 19.5 FP32 TFLOP/s,
-     312 FP16 tensor TFLOP/s, 192 KB L1/shared per SM, shared carve-outs 0/8/16/32/64/100/132/164 KB,
-     40 MB L2, 1555 GB/s HBM2 (40 GB part); L2 read bandwidth 5120 B/clk.
+     312 FP16 and 312 BF16 dense tensor TFLOP/s (624 with sparsity), 192 KB L1/shared per SM, shared
+     carve-outs 0/8/16/32/64/100/132/164 KB, 40 MB L2, 1555 GB/s HBM2 (40 GB part); L2 read bandwidth
+     5120 B/clk.
 [H]  NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022) and CUDA C++ Programming Guide
-     (compute capability 9.0 tables): 132 SMs (SXM5), 1980 MHz boost, 67 FP32 TFLOP/s, 989 dense FP16
-     tensor TFLOP/s, 256 KB L1/shared per SM, carve-outs 0/8/16/32/64/100/132/164/196/228 KB, 50 MB L2,
-     3.35 TB/s HBM3.
-[H2] NVIDIA H200 datasheet (2024): same GH100 SM array as H100 SXM (132 SMs, 1980 MHz), 4.8 TB/s HBM3e.
+     (compute capability 9.0 tables): 132 SMs (SXM5), 1980 MHz boost, 67 FP32 TFLOP/s, 989.4 dense
+     FP16 and 989.4 dense BF16 tensor TFLOP/s (1978.9 with sparsity; SXM5), 256 KB L1/shared per SM,
+     carve-outs 0/8/16/32/64/100/132/164/196/228 KB, 50 MB L2, 3.35 TB/s HBM3.
+[H2] NVIDIA H200 datasheet (2024): same GH100 SM array as H100 SXM (132 SMs, 1980 MHz), 4.8 TB/s HBM3e;
+     FP16 and BF16 tensor 1,979 TFLOP/s with sparsity, i.e. the H100 SXM's 989.4 dense.
      L2: 60 MB as 96 slices of 640 KB, 20-way: gpgpu-sim/gpgpu-sim_distribution
      configs/tested-cfgs/SM90_H200/gpgpusim.config (48 channels x 2 sub-partitions, S:256:128:20) and
      accel-sim/accel-sim-framework issue #534 (maintainer: "On H200: 12 MC, 2 LTC per MC, 4 LTS per
      LTC"); the full GH100 die has 60 MB (Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of
      Bandwidth"). DESIGN section 6 lists 50 MB / 80 slices as a starting value; we follow the sources.
 [P]  NVIDIA Tesla P100 whitepaper (WP-08019-001, 2016): 56 SMs, 1480 MHz boost, 10.6 FP32 TFLOP/s,
-     21.2 FP16 TFLOP/s, 64 KB shared memory per SM, 4 MB L2, 732 GB/s HBM2. L1/texture 24 KB per SM
-     (CUDA C++ Programming Guide, compute capability 6.x: "24 KB (6.0 and 6.2) or 48 KB (6.1)").
+     21.2 FP16 TFLOP/s (half2 arithmetic on the CUDA cores: Pascal has no tensor cores), 64 KB shared
+     memory per SM, 4 MB L2, 732 GB/s HBM2. L1/texture 24 KB per SM (CUDA C++ Programming Guide,
+     compute capability 6.x: "24 KB (6.0 and 6.2) or 48 KB (6.1)").
 [X]  NVIDIA TITAN Xp specifications (GP102): 30 SMs (3840 cores / 128), 1582 MHz boost, 12.1 FP32
      TFLOP/s (3840 x 2 x 1.582 GHz), 3 MB L2, 547.7 GB/s GDDR5X; 96 KB shared memory and 48 KB L1/texture
      per SM (CUDA C++ Programming Guide, compute capability 6.1).
@@ -61,6 +64,8 @@ from .config import CacheConfig, check_positive_int
 
 KB = 1024
 MB = 1024 * 1024
+#: input dtypes of the tensor cores modelled (``GPU.tensor_dtypes``)
+TENSOR_DTYPES = ("fp16", "bf16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +80,12 @@ class GPU:
     clock_mhz : int
         Boost clock.
     fp32_tflops, tensor_tflops : float
-        Peak FP32 SIMT and dense FP16 tensor throughput (TFLOP/s).
+        Peak FP32 SIMT and dense tensor-core throughput (TFLOP/s; 0: no tensor cores). Every GPU here
+        runs each dtype of ``tensor_dtypes`` at that one peak; ask with ``tensor_tflops_for(dtype)``.
+    tensor_dtypes : tuple of str, optional
+        Input dtypes the tensor cores take, of ``TENSOR_DTYPES`` (``("fp16",)`` on Volta,
+        ``("fp16", "bf16")`` from Ampere on). None (the default): ``("fp16",)`` if ``tensor_tflops``
+        is positive, else ``()`` (GPU descriptions written before the field existed).
     l1_smem_bytes : int
         Unified L1 + shared memory per SM; or the L1 alone when ``smem_carveouts`` is empty.
     smem_carveouts : tuple of int
@@ -116,6 +126,7 @@ class GPU:
     l1_bytes_per_clk: int
     l2_gbps: float
     tensor_tflops: float = 0.0
+    tensor_dtypes: tuple = None
     separate_smem_bytes: int = 0
     max_ctas_per_sm: int = 32
     max_threads_per_sm: int = 2048
@@ -137,6 +148,14 @@ class GPU:
         if isinstance(self.tensor_tflops, bool) or not isinstance(self.tensor_tflops, (int, float)) \
                 or self.tensor_tflops < 0:
             raise ValueError(f"GPU.tensor_tflops must be a non-negative number, got {self.tensor_tflops!r}")
+        dtypes = self.tensor_dtypes
+        if dtypes is None:
+            dtypes = ("fp16",) if self.tensor_tflops > 0 else ()
+        if isinstance(dtypes, str) or not isinstance(dtypes, (tuple, list)) \
+                or any(d not in TENSOR_DTYPES for d in dtypes) or len(set(dtypes)) != len(dtypes):
+            raise ValueError(f"GPU.tensor_dtypes must be a tuple of distinct dtypes from {TENSOR_DTYPES}, "
+                             f"got {self.tensor_dtypes!r}")
+        object.__setattr__(self, "tensor_dtypes", tuple(dtypes))
         carveouts = tuple(self.smem_carveouts)
         for value in carveouts:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value > self.l1_smem_bytes:
@@ -178,6 +197,22 @@ class GPU:
     def peak_flops(self) -> float:
         """FP32 SIMT peak in FLOP/s."""
         return self.fp32_tflops * 1e12
+
+    def tensor_tflops_for(self, dtype: str) -> float:
+        """Dense tensor-core peak (TFLOP/s) for inputs of ``dtype`` ("fp16" or "bf16").
+
+        Raises
+        ------
+        ValueError
+            ``dtype`` is not a tensor-core dtype, or this GPU's tensor cores do not take it (one line
+            naming both, e.g. "bf16 tensor cores not available on v100 (tensor dtypes: fp16)").
+        """
+        if dtype not in TENSOR_DTYPES:
+            raise ValueError(f"tensor-core dtype must be one of {', '.join(TENSOR_DTYPES)}, got {dtype!r}")
+        if dtype not in self.tensor_dtypes or not self.tensor_tflops > 0:
+            have = ", ".join(self.tensor_dtypes) if self.tensor_tflops > 0 and self.tensor_dtypes else "none"
+            raise ValueError(f"{dtype} tensor cores not available on {self.name} (tensor dtypes: {have})")
+        return float(self.tensor_tflops)
 
     def occupancy(self, smem_per_cta: int, threads_per_cta: int, regs_per_thread: int) -> int:
         """CTAs resident per SM: the least of the shared-memory, register, thread and CTA limits."""
@@ -244,33 +279,33 @@ GPUS = {
                    l1_sets=4,                                                                  # [GS]
                    l2_bytes=3 * MB, l2_slices=24, l2_ways=16, l2_index="xor",                  # [X][AS]
                    dram_gbps=547.7, l1_bytes_per_clk=64, l2_gbps=1200.0,                       # [X][XL]
-                   tensor_tflops=0.0),
+                   tensor_tflops=0.0, tensor_dtypes=()),                                       # [X]
     "p100": GPU(name="p100", sms=56, clock_mhz=1480, fp32_tflops=10.6,                          # [P]
                 l1_smem_bytes=24 * KB, smem_carveouts=(), separate_smem_bytes=64 * KB,          # [P]
                 l1_sets=4,                                                                     # [GS]
                 l2_bytes=4 * MB, l2_slices=32, l2_ways=16, l2_index="xor",                     # [P][AS]
                 dram_gbps=732.0, l1_bytes_per_clk=64, l2_gbps=1624.0,                          # [P][JV][XL]
-                tensor_tflops=21.2),
+                tensor_tflops=0.0, tensor_dtypes=()),                                          # [P]
     "v100": GPU(name="v100", sms=80, clock_mhz=1530, fp32_tflops=15.7,                          # [V]
                 l1_smem_bytes=128 * KB, smem_carveouts=_CARVEOUTS_V100, l1_sets=4,              # [V][GS]
                 l2_bytes=6 * MB, l2_slices=64, l2_ways=24, l2_index="xor",                     # [V][AS]
                 dram_gbps=900.0, l1_bytes_per_clk=128, l2_gbps=2155.0,                         # [V][JV]
-                tensor_tflops=125.0),
+                tensor_tflops=125.0, tensor_dtypes=("fp16",)),                                 # [V]
     "a100": GPU(name="a100", sms=108, clock_mhz=1410, fp32_tflops=19.5,                         # [A]
                 l1_smem_bytes=192 * KB, smem_carveouts=_CARVEOUTS_A100, l1_sets=4,              # [A][GS]
                 l2_bytes=40 * MB, l2_slices=160, l2_ways=16, l2_index="xor",                   # [A][AS]
                 dram_gbps=1555.0, l1_bytes_per_clk=128, l2_gbps=4800.0,                        # [A][JT]
-                tensor_tflops=312.0),
+                tensor_tflops=312.0, tensor_dtypes=("fp16", "bf16")),                          # [A]
     "h100": GPU(name="h100", sms=132, clock_mhz=1980, fp32_tflops=67.0,                         # [H]
                 l1_smem_bytes=256 * KB, smem_carveouts=_CARVEOUTS_H100, l1_sets=4,              # [H][GS]
                 l2_bytes=50 * MB, l2_slices=80, l2_ways=20, l2_index="xor",                    # [H][AS]
                 dram_gbps=3350.0, l1_bytes_per_clk=128, l2_gbps=9100.0,                        # [H][JT]
-                tensor_tflops=989.0),
+                tensor_tflops=989.4, tensor_dtypes=("fp16", "bf16")),                          # [H]
     "h200": GPU(name="h200", sms=132, clock_mhz=1980, fp32_tflops=67.0,                         # [H2]
                 l1_smem_bytes=256 * KB, smem_carveouts=_CARVEOUTS_H100, l1_sets=4,              # [H2][GS]
                 l2_bytes=60 * MB, l2_slices=96, l2_ways=20, l2_index="xor",                    # [H2]
                 dram_gbps=4800.0, l1_bytes_per_clk=128, l2_gbps=9700.0,                        # [H2][JT]
-                tensor_tflops=989.0),
+                tensor_tflops=989.4, tensor_dtypes=("fp16", "bf16")),                          # [H2]
 }
 
 

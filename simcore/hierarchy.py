@@ -11,13 +11,17 @@ API
 ``Hierarchy.for_gpu(gpu, l1_config)``
     The L2 of ``gpu`` (``gpu.l2_slice_config()``, ``gpu.l2_slices``, ``gpu.l2_index``) with ``gpu.sms``
     L1s of geometry ``l1_config`` (e.g. ``gpu.l1_config(ctas_per_sm, smem_per_cta)``).
-``h.feed(req_sm, req_operand, req_is_store, req_first, req_count, sectors)``
+``h.feed(req_sm, req_operand, req_kind, req_first, req_count, sectors)``
     One chunk of warp-level requests in global issue order: request ``r`` comes from SM
-    ``req_sm[r]``, operand ``req_operand[r]`` (0: A, 1: B, 2: C), is a store iff ``req_is_store[r]``,
-    and touches the sectors ``sectors[req_first[r] : req_first[r] + req_count[r]]`` (byte addresses,
-    multiples of the sector size). Loads look up L1[sm] once per sector; misses go to L2 as reads.
-    Stores are write-through, no-allocate: they leave L1 untouched and go to L2 as writes
+    ``req_sm[r]``, operand ``req_operand[r]`` (0: A, 1: B, 2: C), is of kind ``req_kind[r]``, and
+    touches the sectors ``sectors[req_first[r] : req_first[r] + req_count[r]]`` (byte addresses,
+    multiples of the sector size). Kinds (``simcore.metrics.KIND_*``; a bool array reads as 0 / 1):
+    0, a global load (``ld``): looks up L1[sm] once per sector; misses go to L2 as reads.
+    1, a store: write-through, no-allocate: leaves L1 untouched and goes to L2 as writes
     (write-back, write-allocate without fetch: the sector becomes valid and dirty).
+    2, ``cp.async.cg``: neither looks up nor changes L1[sm]; every sector goes to L2 as a read.
+    3, ``cp.async.ca``: exactly a load (looks up and allocates in L1[sm]), counted under the ldgsts
+    cache-access keys instead of the ``op_ld`` ones.
     Arrays may be reused by the caller after the call. Memory use is the cache state plus O(chunk)
     plus, per Numba thread, a line -> slot map of 2 bytes (4 for caches of over 8192 lines) per line
     below the highest address fed so far (e.g. 0.2 MB for vgg16 conv2_2 at batch 1, 13 MB for conv1_2
@@ -27,7 +31,9 @@ API
     ``feed`` minus the argument checks, for the trusted stream generator of ``traces.simulate_layer``
     (arrays already of the checked dtypes and ranges; see the method).
 ``h.metrics() -> dict[str, int]``
-    Every key of ``simcore.metrics.METRICS``, totals and per operand (``:A``, ``:B``, ``:C``).
+    Every key of ``simcore.metrics.METRICS``, totals and per operand (``:A``, ``:B``, ``:C``); the
+    L1 keys of each kind as in ``simcore.metrics.KIND_KEYS`` (the ldgsts keys are 0 for a stream of
+    loads and stores); the L2 read and the DRAM keys count the reads of every kind.
     A read miss in L2 is one DRAM read sector; a dirty sector evicted from L2 is one DRAM write
     sector, attributed to the operand of the last store that wrote it; dirty sectors still in L2
     are ``L2_DIRTY_AT_END`` (not DRAM writes). ``metrics()`` may be called at any time.
@@ -54,10 +60,9 @@ from ._phases import (_PACK_LINE, _bucket_requests, _dirty_by_operand, _feed_ser
 from .cache import _geometry, _new_bank, _rebuild_tables
 from .config import CacheConfig, check_positive_int
 
-# per-SM L1 counters [sm, operand * 6 + k] (flat rows: no stride multiply in the loops)
-_L1_LD_REQ, _L1_LD_SEC, _L1_LD_HIT, _L1_LD_MISS, _L1_ST_REQ, _L1_ST_SEC = range(6)
-_L1_KEYS = (M.L1_LD_REQUESTS, M.L1_LD_SECTORS, M.L1_LD_HITS, M.L1_LD_MISSES, M.L1_ST_REQUESTS,
-            M.L1_ST_SECTORS)
+# per-SM L1 counters [sm, (kind * 4 + operand) * 4 + k], k: the keys of M.KIND_KEYS[kind] (flat rows:
+# no stride multiply in the loops; see _phases._l1_counter)
+_L1_COUNTERS = 4 * 4 * 4
 # per-slice L2 counters [slice, operand * 8 + k]
 _L2_RD, _L2_RD_HIT, _L2_RD_MISS, _L2_WR, _L2_WR_HIT, _L2_WR_MISS, _DRAM_RD, _DRAM_WR = range(8)
 _L2_KEYS = (M.L2_RD_SECTORS, M.L2_RD_HITS, M.L2_RD_MISSES, M.L2_WR_SECTORS, M.L2_WR_HITS,
@@ -162,7 +167,7 @@ class Hierarchy:
         self._g1 = np.array(_geometry(l1), np.int64)
         self._g2 = np.array(_geometry(l2_slice), np.int64)
         self._tags = np.zeros((self.l2_slices, l2_slice.lines * l2_slice.sectors_per_line), np.uint8)
-        self._l1c = np.zeros((self.sms, 3 * 6), np.int64)   # [sm, operand * 6 + k]
+        self._l1c = np.zeros((self.sms, _L1_COUNTERS), np.int64)   # [sm, (kind * 4 + operand) * 4 + k]
         self._l2c = np.zeros((self.l2_slices, 3 * 8), np.int64)   # [slice, operand * 8 + k]
         shift = lambda x: x.bit_length() - 1  # noqa: E731  (powers of two)
         self._shifts = np.array([shift(l1.line_bytes), shift(l1.sector_bytes), l1.sectors_per_line - 1,
@@ -178,22 +183,22 @@ class Hierarchy:
         return (f"Hierarchy(l1={self.l1!r}, sms={self.sms}, l2_slice={self.l2_slice!r}, "
                 f"l2_slices={self.l2_slices}, slice_hash={self.slice_hash!r})")
 
-    def _check_feed(self, req_sm, req_operand, req_is_store, req_first, req_count, sectors):
+    def _check_feed(self, req_sm, req_operand, req_kind, req_first, req_count, sectors):
         req_sm = _as_1d(req_sm, "req_sm")
         req_operand = _as_1d(req_operand, "req_operand")
-        req_is_store = _as_1d(req_is_store, "req_is_store", "iub")
+        req_kind = _as_1d(req_kind, "req_kind", "iub")
         req_first = _as_1d(req_first, "req_first")
         req_count = _as_1d(req_count, "req_count")
         sectors = _as_1d(sectors, "sectors")
         n = req_sm.shape[0]
-        for name, arr in (("req_operand", req_operand), ("req_is_store", req_is_store),
+        for name, arr in (("req_operand", req_operand), ("req_kind", req_kind),
                           ("req_first", req_first), ("req_count", req_count)):
             if arr.shape[0] != n:
                 raise ValueError(f"{name} has length {arr.shape[0]}, expected {n} (one per request)")
         _check_range(req_sm, "req_sm", 0, self.sms)
         _check_range(req_operand, "req_operand", 0, 3)
-        _check_range(req_is_store.view(np.uint8) if req_is_store.dtype.kind == "b" else req_is_store,
-                     "req_is_store", 0, 2)
+        _check_range(req_kind.view(np.uint8) if req_kind.dtype.kind == "b" else req_kind, "req_kind", 0,
+                     len(M.KINDS))
         _check_range(req_count, "req_count", 1, 1 << 16)     # a warp request touches at most ~64 sectors
         _check_range(req_first, "req_first", 0, None)
         if n:
@@ -217,15 +222,30 @@ class Hierarchy:
             # positions, or are laid out out of order, get their own copies, back to back in issue order.
             sectors = sectors[np.repeat(req_first - packed_first, req_count) + np.arange(int(req_count.sum()))]
             req_first = packed_first
-        return (conv(req_sm, np.int32), conv(req_operand, np.uint8), conv(req_is_store, np.uint8),
+        return (conv(req_sm, np.int32), conv(req_operand, np.uint8), conv(req_kind, np.uint8),
                 req_first, req_count, sectors, top)
 
-    def feed(self, req_sm, req_operand, req_is_store, req_first, req_count, sectors) -> None:
-        """Simulate one chunk of requests (see the module docstring for the arrays' meaning)."""
-        self._feed_unchecked(*self._check_feed(req_sm, req_operand, req_is_store, req_first, req_count,
-                                               sectors))
+    def feed(self, req_sm, req_operand, req_kind, req_first, req_count, sectors) -> None:
+        """Simulate one chunk of requests (see the module docstring for the arrays' meaning).
 
-    def _feed_unchecked(self, req_sm, req_op, req_st, req_first, req_count, sectors, top=None) -> None:
+        Parameters
+        ----------
+        req_sm, req_operand, req_kind, req_first, req_count : numpy.ndarray
+            One entry per warp-level request, in issue order: SM, operand (0 A, 1 B, 2 C), kind
+            (0 ``ld``, 1 store, 2 ``cp.async.cg``, 3 ``cp.async.ca``; bool: load / store), index of
+            its first sector in ``sectors`` and number of sectors.
+        sectors : numpy.ndarray
+            Byte addresses (multiples of the sector size), ascending within a request.
+
+        Raises
+        ------
+        TypeError, ValueError
+            An argument of the wrong type, shape or range (named, with the offending value); nothing
+            is simulated then.
+        """
+        self._feed_unchecked(*self._check_feed(req_sm, req_operand, req_kind, req_first, req_count, sectors))
+
+    def _feed_unchecked(self, req_sm, req_op, req_kind, req_first, req_count, sectors, top=None) -> None:
         """``feed`` without the argument checks, for a trusted producer (``traces.simulate_layer``'s
         generator): the arrays must already be what ``_check_feed`` returns -- contiguous int32, uint8,
         uint8, int64, int32, int64, every value in range, sectors below ``_MAX_ADDRESS``. The checks
@@ -245,7 +265,7 @@ class Hierarchy:
             mode = "parallel" if parallel else "bucketed"
             if self.parallel is None and self._probe is not None and sectors.shape[0] >= _PARALLEL_MIN_SECTORS:
                 start = time.perf_counter()
-                self._feed_bucketed(mode, req_sm, req_op, req_st, req_first, req_count, sectors)
+                self._feed_bucketed(mode, req_sm, req_op, req_kind, req_first, req_count, sectors)
                 self._probe.append((mode, (time.perf_counter() - start) / sectors.shape[0]))
                 return
         if mode == "issue":
@@ -255,9 +275,9 @@ class Hierarchy:
                 self._tables_current = True
             _feed_serial(self._l1, self._g1, self._l1c, self._l2, self._g2, self._tags, self._l2c,
                          self._shifts, self.l2_slices, self._slice_shift, self.slice_hash == "xor",
-                         req_sm, req_op, req_st, req_first, req_count, sectors)
+                         req_sm, req_op, req_kind, req_first, req_count, sectors)
             return
-        self._feed_bucketed(mode, req_sm, req_op, req_st, req_first, req_count, sectors)
+        self._feed_bucketed(mode, req_sm, req_op, req_kind, req_first, req_count, sectors)
 
     def _maps_cover(self, top) -> bool:
         """Whether the line -> slot maps cover byte addresses below ``top`` (grown as needed, by half
@@ -309,7 +329,7 @@ class Hierarchy:
         _VERDICTS[key] = (self._parallel_chosen, _VERDICT_USES)
         return self._parallel_chosen
 
-    def _feed_bucketed(self, mode, req_sm, req_op, req_st, req_first, req_count, sectors):
+    def _feed_bucketed(self, mode, req_sm, req_op, req_kind, req_first, req_count, sectors):
         n_req, n_sec = req_sm.shape[0], sectors.shape[0]
         # per-chunk buffers, reused: O(chunk) memory. An eighth more than asked for: a stream's chunks
         # differ by a few sectors, and reallocating for each slightly larger one grew the peak RSS
@@ -330,7 +350,7 @@ class Hierarchy:
         xor_hash = self.slice_hash == "xor"
         maps = self._map_rows(numba.get_num_threads() if parallel else 1)
         self._tables_current = False
-        _bucket_requests(req_sm, req_op, req_st, req_first, req_count, self.sms, self._starts_sm, reqs)
+        _bucket_requests(req_sm, req_op, req_kind, req_first, req_count, self.sms, self._starts_sm, reqs)
         # Parallel loops hand out one SM / slice / index range at a time (chunk size 1, not Numba's
         # static halves): on a shared machine a descheduled thread then holds up one SM, not half.
         chunksize = numba.set_parallel_chunksize(1) if parallel else None
@@ -339,7 +359,7 @@ class Hierarchy:
                 self._l1, self._g1, self._l1c, _busy(self._starts_sm) if parallel else self.sms,
                 self._starts_sm, reqs, sectors, self._shifts, self.l2_slices, xor_hash, keys, self._hist, maps)
             (_l2_bucket_parallel if parallel else _l2_bucket_counted)(
-                keys, sectors, req_op, req_st, req_first, req_count, self._hist, self._starts_slice, packed,
+                keys, sectors, req_op, req_kind, req_first, req_count, self._hist, self._starts_slice, packed,
                 self._shifts, self.l2_slices, self._slice_shift, self._g2)
             (_l2_phase_parallel if parallel else _l2_phase_serial)(
                 self._l2, self.l2_slice.ways, self._tags, self._l2c,
@@ -352,12 +372,13 @@ class Hierarchy:
     def metrics(self) -> dict:
         """Counts so far: every key of ``simcore.metrics.METRICS``, totals and per operand."""
         out = {}
-        l1 = self._l1c.sum(axis=0).reshape(3, 6)     # [operand, k]
+        l1 = self._l1c.sum(axis=0).reshape(4, 4, 4)     # [kind, operand (0..2 used), k]
         l2 = self._l2c.sum(axis=0).reshape(3, 8)
         dirty = _dirty_by_operand(self._l2[1], self._tags, self.l2_slice.sectors_per_line)
         per_op = {}
-        for k, key in enumerate(_L1_KEYS):
-            per_op[key] = l1[:, k]
+        for kind, keys in enumerate(M.KIND_KEYS):
+            for k, key in enumerate(keys):
+                per_op[key] = l1[kind, :3, k]
         for k, key in enumerate(_L2_KEYS):
             per_op[key] = l2[:, k]
         per_op[M.L2_DIRTY_AT_END] = dirty

@@ -115,23 +115,27 @@ class NaiveHierarchy:
                 self._count(M.L2_RD_MISSES, op)
                 self._count(M.DRAM_RD_SECTORS, op)
 
-    def feed(self, req_sm, req_operand, req_is_store, req_first, req_count, sectors):
+    def feed(self, req_sm, req_operand, req_kind, req_first, req_count, sectors):
+        """Request kinds (DESIGN section 4): 0 a load (looks up the SM's L1; a miss reads the L2), 1 a
+        store (L1 untouched; writes the L2), 2 ``cp.async.cg`` (L1 neither looked up nor changed;
+        reads the L2), 3 ``cp.async.ca`` (behaves as a load), each counted under its own L1 keys."""
         for r in range(len(req_sm)):
-            sm, op, store = int(req_sm[r]), M.OPERANDS[int(req_operand[r])], bool(req_is_store[r])
+            sm, op, kind = int(req_sm[r]), M.OPERANDS[int(req_operand[r])], int(req_kind[r])
             first, count = int(req_first[r]), int(req_count[r])
-            self._count(M.L1_ST_REQUESTS if store else M.L1_LD_REQUESTS, op)
+            keys = M.KIND_KEYS[kind]               # requests, sectors[, hits, misses]
+            self._count(keys[0], op)
             for addr in sectors[first:first + count]:
                 addr = int(addr)
-                if store:
-                    self._count(M.L1_ST_SECTORS, op)
+                self._count(keys[1], op)
+                if kind == M.KIND_ST:
                     self._l2(addr, True, op)
+                elif kind == M.KIND_CP_ASYNC_CG:
+                    self._l2(addr, False, op)
+                elif self.l1s[sm].access(addr) == "hit":
+                    self._count(keys[2], op)
                 else:
-                    self._count(M.L1_LD_SECTORS, op)
-                    if self.l1s[sm].access(addr) == "hit":
-                        self._count(M.L1_LD_HITS, op)
-                    else:
-                        self._count(M.L1_LD_MISSES, op)
-                        self._l2(addr, False, op)
+                    self._count(keys[3], op)
+                    self._l2(addr, False, op)
 
     def metrics(self):
         out = dict(self.counts)

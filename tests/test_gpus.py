@@ -1,5 +1,6 @@
 """simcore.gpus: the GPU table, derived figures, hypothetical GPUs, bad input."""
 import dataclasses
+import json
 
 import pytest
 
@@ -97,3 +98,62 @@ def test_kernel_that_does_not_fit():
         v100.occupancy(200 * KB, 256, 128)
     with pytest.raises(ValueError, match="carve-out"):
         v100.l1_bytes(8, 16384)                          # 128 KB of shared memory > 96 KB
+
+
+# ---- tensor-core peaks -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, peak, dtypes", [
+    ("titanxp", 0.0, ()), ("p100", 0.0, ()),                    # Pascal: no tensor cores
+    ("v100", 125.0, ("fp16",)),                                  # Volta: FP16 inputs only
+    ("a100", 312.0, ("fp16", "bf16")), ("h100", 989.4, ("fp16", "bf16")), ("h200", 989.4, ("fp16", "bf16")),
+])
+def test_tensor_core_peaks_from_the_whitepapers(name, peak, dtypes):
+    g = gpu(name)
+    assert g.tensor_tflops == peak and g.tensor_dtypes == dtypes
+    for dtype in dtypes:
+        assert g.tensor_tflops_for(dtype) == peak
+    for dtype in set(("fp16", "bf16")) - set(dtypes):
+        with pytest.raises(ValueError, match=f"^{dtype} tensor cores not available on {name} "):
+            g.tensor_tflops_for(dtype)
+
+
+def test_bf16_on_v100_is_one_clear_line():
+    with pytest.raises(ValueError) as err:
+        gpu("v100").tensor_tflops_for("bf16")
+    assert str(err.value) == "bf16 tensor cores not available on v100 (tensor dtypes: fp16)"
+    with pytest.raises(ValueError, match="not available on p100 \\(tensor dtypes: none\\)"):
+        gpu("p100").tensor_tflops_for("fp16")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "tf32", "FP16", None])
+def test_tensor_tflops_for_rejects_unknown_dtypes(dtype):
+    with pytest.raises(ValueError, match="tensor-core dtype must be one of fp16, bf16"):
+        gpu("a100").tensor_tflops_for(dtype)
+
+
+def test_hypothetical_gpus_keep_their_tensor_dtypes_and_peak():
+    a100 = gpu("a100")
+    no_tensor = dataclasses.replace(a100, tensor_tflops=0.0)
+    with pytest.raises(ValueError, match="fp16 tensor cores not available on a100 \\(tensor dtypes: none\\)"):
+        no_tensor.tensor_tflops_for("fp16")
+    v100_bf16 = dataclasses.replace(gpu("v100"), tensor_dtypes=["fp16", "bf16"])   # a list is accepted
+    assert v100_bf16.tensor_dtypes == ("fp16", "bf16") and v100_bf16.tensor_tflops_for("bf16") == 125.0
+
+
+@pytest.mark.parametrize("value", [("fp8",), "fp16", ("fp16", "fp16"), 16])
+def test_bad_tensor_dtypes(value):
+    with pytest.raises(ValueError, match="GPU.tensor_dtypes"):
+        dataclasses.replace(gpu("a100"), tensor_dtypes=value)
+
+
+def test_descriptions_without_tensor_dtypes_still_load():
+    # a GPU written (e.g. into a results or trace file) before tensor_dtypes existed: FP16 if it had a
+    # tensor peak, none otherwise; and a description written now reads back equal through JSON
+    old = dataclasses.asdict(gpu("v100"))
+    del old["tensor_dtypes"]
+    assert GPU(**old).tensor_dtypes == ("fp16",)
+    old.update(name="pascal", tensor_tflops=0.0)
+    assert GPU(**old).tensor_dtypes == ()
+    new = json.loads(json.dumps(dataclasses.asdict(gpu("h100"))))
+    new["smem_carveouts"] = tuple(new["smem_carveouts"])
+    assert GPU(**new) == gpu("h100")

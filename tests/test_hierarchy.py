@@ -12,11 +12,15 @@ from tests.naive_cache import NaiveHierarchy
 MODES = ("issue", "bucketed", "parallel")
 
 
-def make_requests(rng, n_req, sms, span_sectors, store_rate=0.2, max_count=6, sector_bytes=32):
-    """Random requests: each touches distinct ascending sectors near a random base."""
+def make_requests(rng, n_req, sms, span_sectors, store_rate=0.2, max_count=6, sector_bytes=32, kinds=None):
+    """Random requests: each touches distinct ascending sectors near a random base. ``kinds``: the
+    probabilities of request kinds 0..3 (None: loads, and stores at ``store_rate``)."""
     req_sm = rng.integers(0, sms, n_req).astype(np.int32)
     req_op = rng.integers(0, 3, n_req).astype(np.uint8)
-    req_st = (rng.random(n_req) < store_rate).astype(np.uint8)
+    if kinds is None:
+        req_st = (rng.random(n_req) < store_rate).astype(np.uint8)
+    else:
+        req_st = rng.choice(4, n_req, p=kinds).astype(np.uint8)
     sectors, first, count = [], [], []
     for _ in range(n_req):
         base = int(rng.integers(0, span_sectors))
@@ -80,8 +84,9 @@ def test_matches_naive_on_a_bigger_stream_with_non_power_of_two_slices():
     assert h.metrics() == naive.metrics()
 
 
+@pytest.mark.parametrize("kinds", [None, (0.25, 0.25, 0.25, 0.25)])      # loads and stores; every kind
 @pytest.mark.parametrize("sector_bytes, slices", [(32, 4), (32, 5), (16, 4)])
-def test_matches_naive_on_the_specialised_and_the_generic_kernels(sector_bytes, slices):
+def test_matches_naive_on_the_specialised_and_the_generic_kernels(sector_bytes, slices, kinds):
     # 128-byte lines, 32-byte sectors, linear power-of-two L1 sets, an xor slice hash and
     # xor-indexed slices: the geometry the L1 and L2 loops compile with constants (4 slices as on
     # v100, 5 as on h100's 80); 16-byte sectors take the generic copies of the same loops
@@ -89,9 +94,12 @@ def test_matches_naive_on_the_specialised_and_the_generic_kernels(sector_bytes, 
     geometry = dict(l1=CacheConfig(4 * 6 * 128, 6, 128, sector_bytes), sms=5,
                     l2_slice=CacheConfig(4 * 3 * 128, 3, 128, sector_bytes, "xor"), l2_slices=slices,
                     slice_hash="xor")
-    chunks = [make_requests(rng, 2000, 5, 1500, sector_bytes=sector_bytes) for _ in range(3)]
+    chunks = [make_requests(rng, 2000, 5, 1500, sector_bytes=sector_bytes, kinds=kinds) for _ in range(3)]
     expected, results = naive_and_every_mode(geometry, chunks)
     assert expected[M.L1_LD_HITS] > 0 and expected[M.L2_RD_HITS] > 0 and expected[M.DRAM_WR_SECTORS] > 0
+    if kinds is not None:
+        assert expected[M.L1_LDGSTS_ACCESS_HITS] > 0 and expected[M.L1_LDGSTS_ACCESS_MISSES] > 0
+        assert expected[M.L1_LDGSTS_BYPASS_SECTORS] > 0
     for mode, got in results.items():
         assert got == expected, mode
 
@@ -339,7 +347,9 @@ def _good():
     (0, [0, 1], TypeError, "req_sm must be a numpy array"),
     (1, np.array([0, 3], np.uint8), ValueError, "req_operand must be < 3"),
     (1, np.array([0], np.uint8), ValueError, "req_operand has length 1"),
-    (2, np.array([0, 2], np.uint8), ValueError, "req_is_store must be < 2"),
+    (2, np.array([0, 4], np.uint8), ValueError, "req_kind must be < 4, got 4"),
+    (2, np.array([0, -1], np.int8), ValueError, "req_kind must be >= 0"),
+    (2, np.array([0.0, 1.0]), TypeError, "req_kind"),
     (3, np.array([0, 5], np.int64), ValueError, "beyond len\\(sectors\\)"),
     (3, np.array([-1, 2], np.int64), ValueError, "req_first must be >= 0"),
     (4, np.array([2, 0], np.int32), ValueError, "req_count must be >= 1"),
