@@ -25,6 +25,11 @@ __all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
 TIMING_KEYS = ("flops", "time_s", "bound", "time_compute_s", "time_l1_s", "time_l2_s", "time_dram_s",
                "ai_l1", "ai_l2", "ai_dram", "waves")
 _BOUNDS = ("compute", "l1", "l2", "dram")
+# metric rows of the assembled prediction: one row per key of simcore.metrics, columns A, B, C
+_TOTAL_KEYS = tuple(Mx.METRICS)
+_ROW = {key: i for i, key in enumerate(_TOTAL_KEYS)}
+_OPERAND_KEYS = tuple(f"{key}:{op}" for key in _TOTAL_KEYS for op in "ABC")
+_ZERO_ROWS = np.zeros((len(_TOTAL_KEYS), 3))
 # schedule statistics: at most this many (wave, SM) pairs / waves are enumerated (analytic._schedule),
 # so the cost of a prediction does not grow with the batch size
 _SM_SAMPLES = 128
@@ -89,7 +94,7 @@ def predict_network(layers, gpu, kernel=None, factors=None) -> list:
     return out
 
 
-def layer_time(layer, gpu, kernel, counts, machine=None) -> dict:
+def layer_time(layer, gpu, kernel, counts, machine=None, grid=None) -> dict:
     """Time per resource, the bound, FLOPs, arithmetic intensities and waves of one layer whose
     traffic is ``counts`` (the model's predictions, or simulated counts: `analytic.scaling --check`
     puts the simulated traffic through this same time model).
@@ -104,11 +109,14 @@ def layer_time(layer, gpu, kernel, counts, machine=None) -> dict:
     sms = gpu.sms
     SEC = gpu.sector_bytes
     tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
-    ctas = _cdiv(layer.gemm_m, tm) * _cdiv(layer.k, tn)
+    if grid is None:
+        ctas = _cdiv(layer.gemm_m, tm) * _cdiv(layer.k, tn)
+        ksteps = _cdiv(layer.gemm_k, tk) if kernel.layout == "nchw" else layer.r * layer.s * _cdiv(layer.c, tk)
+        flops = float(layer.flops)
+    else:
+        ctas, ksteps, flops = grid
     per_wave = cps * sms
     full_waves, n_last = divmod(ctas, per_wave)
-    ksteps = _cdiv(layer.gemm_k, tk) if kernel.layout == "nchw" else layer.r * layer.s * _cdiv(layer.c, tk)
-    flops = float(layer.flops)
     if kernel.dtype == "fp16" and gpu.tensor_tflops > 0:
         peak = gpu.tensor_tflops * 1e12
     elif kernel.dtype == "fp16":
@@ -331,32 +339,25 @@ def _predict(layer, gpu, kernel, f, machine):
     l2_wr = float(sec_c)
     l2_wr_miss = min(l2_wr, uniq_c)
 
-    # ---- assemble metrics -------------------------------------------------------------------------
-    per = {m: [0.0, 0.0, 0.0] for m in Mx.METRICS}
-    per[Mx.L1_LD_REQUESTS] = [float(ex["req_A"]), float(ex["req_B"]), 0.0]
-    per[Mx.L1_LD_SECTORS] = [float(sec_a), float(sec_b), 0.0]
-    per[Mx.L1_LD_HITS] = [l1_hit_a, l1_hit_b, 0.0]
-    per[Mx.L1_LD_MISSES] = [miss_a, miss_b, 0.0]
-    per[Mx.L1_ST_REQUESTS] = [0.0, 0.0, float(ex["req_C"])]
-    per[Mx.L1_ST_SECTORS] = [0.0, 0.0, float(sec_c)]
-    per[Mx.L2_RD_SECTORS] = [miss_a, miss_b, 0.0]
-    per[Mx.L2_RD_MISSES] = [dram_a, dram_b, 0.0]
-    per[Mx.L2_RD_HITS] = [miss_a - dram_a, miss_b - dram_b, 0.0]
-    per[Mx.L2_WR_SECTORS] = [0.0, 0.0, l2_wr]
-    per[Mx.L2_WR_MISSES] = [0.0, 0.0, l2_wr_miss]
-    per[Mx.L2_WR_HITS] = [0.0, 0.0, l2_wr - l2_wr_miss]
-    per[Mx.DRAM_RD_SECTORS] = [dram_a, dram_b, 0.0]
-    per[Mx.DRAM_WR_SECTORS] = [0.0, 0.0, dram_w]
-    per[Mx.L2_DIRTY_AT_END] = [0.0, 0.0, dirty]
-    out = {}
-    for m in Mx.METRICS:
-        v = per[m]
-        out[m] = v[0] + v[1] + v[2]
-    for m in Mx.METRICS:
-        v = per[m]
-        out[m + ":A"] = v[0]
-        out[m + ":B"] = v[1]
-        out[m + ":C"] = v[2]
-
-    out.update(layer_time(layer, gpu, kernel, out, machine))
+    # ---- assemble metrics (per operand A, B, C; totals) -------------------------------------------
+    per = _ZERO_ROWS.copy()
+    per[_ROW[Mx.L1_LD_REQUESTS]] = (float(ex["req_A"]), float(ex["req_B"]), 0.0)
+    per[_ROW[Mx.L1_LD_SECTORS]] = (float(sec_a), float(sec_b), 0.0)
+    per[_ROW[Mx.L1_LD_HITS]] = (l1_hit_a, l1_hit_b, 0.0)
+    per[_ROW[Mx.L1_LD_MISSES]] = (miss_a, miss_b, 0.0)
+    per[_ROW[Mx.L1_ST_REQUESTS]] = (0.0, 0.0, float(ex["req_C"]))
+    per[_ROW[Mx.L1_ST_SECTORS]] = (0.0, 0.0, float(sec_c))
+    per[_ROW[Mx.L2_RD_SECTORS]] = (miss_a, miss_b, 0.0)
+    per[_ROW[Mx.L2_RD_MISSES]] = (dram_a, dram_b, 0.0)
+    per[_ROW[Mx.L2_RD_HITS]] = (miss_a - dram_a, miss_b - dram_b, 0.0)
+    per[_ROW[Mx.L2_WR_SECTORS]] = (0.0, 0.0, l2_wr)
+    per[_ROW[Mx.L2_WR_MISSES]] = (0.0, 0.0, l2_wr_miss)
+    per[_ROW[Mx.L2_WR_HITS]] = (0.0, 0.0, l2_wr - l2_wr_miss)
+    per[_ROW[Mx.DRAM_RD_SECTORS]] = (dram_a, dram_b, 0.0)
+    per[_ROW[Mx.DRAM_WR_SECTORS]] = (0.0, 0.0, dram_w)
+    per[_ROW[Mx.L2_DIRTY_AT_END]] = (0.0, 0.0, dirty)
+    out = dict(zip(_TOTAL_KEYS, per.sum(axis=1).tolist()))
+    out.update(zip(_OPERAND_KEYS, per.ravel().tolist()))
+    out.update(layer_time(layer, gpu, kernel, out, machine,
+                          (ctas, ksteps, 2.0 * M * K * (C // layer.groups) * R * S)))
     return out
