@@ -11,7 +11,7 @@ Element coordinates (``elements=True``): dgrad ``("A", (n, h, w), k, r, s)`` (dy
 from __future__ import annotations
 
 from tests.naive_stream import (
-    epilogue_stores, naive_grid, naive_schedule, naive_tensor_bases, operand_requests, thread_map)
+    epilogue_stores, naive_dims, naive_grid, naive_schedule, naive_tensor_bases, operand_requests, thread_map)
 
 __all__ = ["naive_backward_stream"]
 
@@ -21,12 +21,7 @@ def _ceil_div(a, b):
 
 
 def naive_backward_stream(layer, gpu, kernel, elements=False):
-    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
-    sh, sw = layer.stride
-    ph, pw = layer.pad
-    dh, dw = layer.dilation
-    P = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
-    Q = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q = naive_dims(layer)
     eb, V, sector = kernel.elem_bytes, kernel.vector, gpu.sector_bytes
     TM, TN, TK, T = kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.threads
     x_base, w_base, y_base = naive_tensor_bases(layer, kernel)

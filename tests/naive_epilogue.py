@@ -11,6 +11,8 @@ its 32 lanes.
 """
 from __future__ import annotations
 
+import functools
+
 __all__ = ["warp_arrangement", "epilogue_requests"]
 
 
@@ -45,6 +47,7 @@ def warp_arrangement(tile_m, tile_n, warps, elem_bits):
     return best[3], best[4]
 
 
+@functools.lru_cache(maxsize=None)      # the same for every CTA of a kernel (callers only read it)
 def epilogue_requests(kernel):
     tile_m, tile_n, threads = kernel.tile_m, kernel.tile_n, kernel.threads
     warps = threads // 32

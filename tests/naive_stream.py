@@ -15,12 +15,24 @@ from __future__ import annotations
 
 from tests.naive_epilogue import epilogue_requests
 
-__all__ = ["naive_stream", "naive_tensor_bases", "naive_schedule", "naive_grid", "operand_requests",
-           "epilogue_stores", "thread_map"]
+__all__ = ["naive_stream", "naive_tensor_bases", "naive_dims", "naive_schedule", "naive_grid",
+           "operand_requests", "epilogue_stores", "thread_map"]
 
 
 def _ceil_div(a, b):
     return -(-a // b)
+
+
+def naive_dims(layer):
+    """(N, C, H, W, K, R, S, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, P, Q), P and Q from DESIGN's
+    formula."""
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    sh, sw = layer.stride
+    ph, pw = layer.pad
+    dh, dw = layer.dilation
+    P = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
+    Q = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    return N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q
 
 
 def naive_tensor_bases(layer, kernel):
@@ -162,12 +174,7 @@ def naive_stream(layer, gpu, kernel, elements=False):
     if kernel.op != "fprop":
         from tests.naive_backward import naive_backward_stream
         return naive_backward_stream(layer, gpu, kernel, elements)
-    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
-    sh, sw = layer.stride
-    ph, pw = layer.pad
-    dh, dw = layer.dilation
-    P = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
-    Q = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q = naive_dims(layer)
     M = N * P * Q
     GK = C * R * S
     eb = kernel.elem_bytes
