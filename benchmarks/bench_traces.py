@@ -89,7 +89,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=None, help="also time vgg16 at this batch (target 32: <= 60 s)")
     ap.add_argument("--train", type=int, default=None, metavar="BATCH",
-                    help="also time a training step (fprop + dgrad + wgrad) of vgg16 at this batch (target 32: <= 3x fprop)")
+                    help="also time a training step (fprop + dgrad + wgrad) of vgg16 at this batch "
+                         "(target 32: <= 3x fprop)")
     ap.add_argument("--gpu", default="v100")
     ap.add_argument("--skip-rss", action="store_true")
     ap.add_argument("--rss-child", type=int, default=None, help=argparse.SUPPRESS)

@@ -22,9 +22,9 @@ from ._layout import (
 from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
-# code and constants from _steps.py, _backward.py and _layout.py. tests/test_jit_deps.py checks this digest of
-# them: updating the digest after an edit there changes this file too, so no stale compiled kernel
-# survives.
+# code and constants from _steps.py, _backward.py and _layout.py. tests/test_jit_deps.py checks this
+# digest of them: updating the digest after an edit there changes this file too, so no stale compiled
+# kernel survives.
 _JIT_DEPS_SHA256 = "40dcc10540f57d08"
 
 
