@@ -42,7 +42,7 @@ def resolve_gpu(name):
 
 def resolve_kernel(args):
     from traces import KernelConfig
-    kwargs = {"layout": args.layout, "dtype": args.dtype}
+    kwargs = {"layout": args.layout, "dtype": args.dtype, "op": getattr(args, "op", "fprop")}
     if getattr(args, "vector", None) is not None:
         kwargs["vector"] = args.vector
     try:
@@ -167,4 +167,6 @@ def add_kernel_arguments(parser):
     parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"), help="element type")
     parser.add_argument("--tile", default=None, help="CTA tile MxNxK (default 128x128x8)")
     parser.add_argument("--vector", type=int, default=None, help="elements per thread access")
+    parser.add_argument("--op", default="fprop", choices=("fprop", "dgrad", "wgrad"),
+                        help="convolution pass (the model covers fprop)")
     parser.add_argument("--factors", default=None, help="ReuseFactors JSON file")

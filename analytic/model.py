@@ -69,13 +69,20 @@ def _uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC):
     return N * planes * ht * row_units(hit_w, pix, W * pix, SEC)
 
 
+def _check_modelled(layer, gpu, kernel):
+    check_types(layer, gpu, kernel)
+    if kernel.op != "fprop":
+        raise ValueError(f"analytic model: op {kernel.op!r} is not modelled yet")
+
+
 def predict_layer(layer, gpu, kernel=None, factors=None) -> dict:
     """Predict every metric of ``simcore.metrics`` (totals and per operand, floats) plus timing keys.
 
-    ``factors``: an `analytic.ReuseFactors`, a path to its JSON file, or None (defaults).
+    ``factors``: an `analytic.ReuseFactors`, a path to its JSON file, or None (defaults). The model
+    covers fprop kernels; ``kernel.op`` ``dgrad`` or ``wgrad`` raises ValueError.
     """
     kernel = KernelConfig() if kernel is None else kernel
-    check_types(layer, gpu, kernel)
+    _check_modelled(layer, gpu, kernel)
     f = resolve_factors(factors)
     return _predict(layer, gpu, kernel, f, _machine(gpu, kernel))
 
@@ -87,7 +94,7 @@ def predict_network(layers, gpu, kernel=None, factors=None) -> list:
     out = []
     machine = None
     for layer in layers:
-        check_types(layer, gpu, kernel)
+        _check_modelled(layer, gpu, kernel)
         if machine is None:
             machine = _machine(gpu, kernel)
         out.append(_predict(layer, gpu, kernel, f, machine))

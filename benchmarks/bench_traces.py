@@ -1,16 +1,19 @@
 """Benchmark the request-stream generator and the whole simulation pipeline (DESIGN section 8).
 
-    python benchmarks/bench_traces.py [--batch 32] [--gpu v100] [--skip-rss]
+    python benchmarks/bench_traces.py [--batch 32] [--train 32] [--gpu v100] [--skip-rss]
 
 Prints, each next to its target:
   * generator-only throughput (M sectors/s) over vgg16's conv layers,
   * simulate_layer throughput with 1 and 2 threads (M L1 load sector lookups/s),
   * time for all 13 vgg16 conv layers at batch 1 (and at --batch N if given),
+  * with --train N: a simulated training step of vgg16 at batch N (fprop, dgrad and wgrad of every
+    conv layer, 2 threads) and its time over fprop's (target at batch 32: <= 3),
   * peak RSS of one simulation at batch 1, 4 and 16 (fresh processes).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -59,6 +62,15 @@ def pipeline(layers, g, kernel, jobs):
     return sectors, time.perf_counter() - t0
 
 
+def training_step(layers, g, jobs, base=None):
+    """Seconds of simulate_layer over ``layers`` for each op (fprop, dgrad, wgrad), and L1 load sectors."""
+    base = KernelConfig() if base is None else base
+    seconds, sectors = {}, {}
+    for op in ("fprop", "dgrad", "wgrad"):
+        sectors[op], seconds[op] = pipeline(layers, g, dataclasses.replace(base, op=op), jobs)
+    return seconds, sectors
+
+
 def _rss_child(batch: int, gpu_name: str) -> None:
     """Run in a fresh process: simulate one vgg16 layer at `batch`, print peak RSS (MiB)."""
     g, kernel = get_gpu(gpu_name), KernelConfig()
@@ -76,6 +88,9 @@ def peak_rss(batch: int, gpu_name: str) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=None, help="also time vgg16 at this batch (target 32: <= 60 s)")
+    ap.add_argument("--train", type=int, default=None, metavar="BATCH",
+                    help="also time a training step (fprop + dgrad + wgrad) of vgg16 at this batch "
+                         "(target 32: <= 3x fprop)")
     ap.add_argument("--gpu", default="v100")
     ap.add_argument("--skip-rss", action="store_true")
     ap.add_argument("--rss-child", type=int, default=None, help=argparse.SUPPRESS)
@@ -116,6 +131,14 @@ def main(argv=None) -> int:
         target = " (target <= 60 s)" if args.batch == 32 else ""
         print(f"vgg16 batch {args.batch} on {g.name}: {dt:.1f} s, {n / 1e6:.0f} M L1 sector lookups, "
               f"{n / dt / 1e6:.1f} M/s{target}")
+    if args.train:
+        seconds, sectors = training_step(vgg16_layers(args.train), g, 2)
+        ratio = sum(seconds.values()) / seconds["fprop"]
+        target = " (target <= 3)" if args.train == 32 else ""
+        print(f"training step, vgg16 batch {args.train} on {g.name}, 2 threads, load average "
+              f"{os.getloadavg()[0]:.1f}: " + ", ".join(f"{op} {seconds[op]:.1f} s ({sectors[op] / 1e6:.0f} M L1 "
+                                                         f"load sectors)" for op in seconds)
+              + f"; (fprop + dgrad + wgrad) / fprop = {ratio:.2f}{target}")
     if not args.skip_rss:
         r1, r4, r16 = (peak_rss(b, args.gpu) for b in (1, 4, 16))
         print(f"peak RSS, vgg16 conv3_1 alone: batch 1 {r1:.0f} MiB, batch 4 {r4:.0f} MiB, batch 16 {r16:.0f} MiB "

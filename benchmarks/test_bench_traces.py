@@ -24,3 +24,9 @@ def test_bench_generator(benchmark):
 def test_bench_simulate_layer(benchmark):
     result = benchmark(simulate_layer, LAYER, gpu("v100"), KernelConfig(), jobs=1)
     assert result[M.L1_LD_SECTORS] == result[M.L1_LD_HITS] + result[M.L1_LD_MISSES]
+
+
+def test_training_step_smoke():
+    from benchmarks.bench_traces import training_step
+    seconds, sectors = training_step([ConvLayer(1, 16, 12, 12, 32, 3, 3, pad=1, stride=2)], gpu("v100"), 1)
+    assert set(seconds) == {"fprop", "dgrad", "wgrad"} and all(v > 0 for v in sectors.values())

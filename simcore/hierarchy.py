@@ -76,7 +76,7 @@ _MAX_ADDRESS = 1 << 47
 # whatever the layer; the L2 bucketing packs key << _PACK_LINE (key <= line) in an int64.
 _MAP_MAX_LINES = 1 << (63 - _PACK_LINE)
 # Bumped whenever a change alters simulated counts; cached simulation results carry it.
-SIM_VERSION = 2
+SIM_VERSION = 3
 
 
 # Index ranges of the parallel L2 bucketing (handed out dynamically to the threads).

@@ -1,7 +1,9 @@
-"""Naive pure-Python reference of the request stream (DESIGN section 3), lane by lane.
+"""Naive pure-Python reference of the request stream (DESIGN sections 3 and 3a), lane by lane.
 
 Written straight from the DESIGN text with plain loops and no cleverness, to check
-`traces.stream` request by request. Only for small layers.
+`traces.stream` request by request. Only for small layers. This file has fprop and the pieces every op
+shares (thread maps, requests from lanes, the epilogue's stores, the grid and the scheduler);
+`tests/naive_backward.py` has dgrad and wgrad.
 
 `naive_stream(layer, gpu, kernel)` returns a list of requests
 ``(round, sm, cta, operand, is_store, kstep, sectors)`` with ``sectors`` a tuple of ascending byte
@@ -11,11 +13,26 @@ addresses; with ``elements=True`` each request gets an eighth field: the list of
 """
 from __future__ import annotations
 
-__all__ = ["naive_stream", "naive_tensor_bases"]
+from tests.naive_epilogue import epilogue_requests
+
+__all__ = ["naive_stream", "naive_tensor_bases", "naive_dims", "naive_schedule", "naive_grid",
+           "operand_requests", "epilogue_stores", "thread_map"]
 
 
 def _ceil_div(a, b):
     return -(-a // b)
+
+
+def naive_dims(layer):
+    """(N, C, H, W, K, R, S, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, P, Q), P and Q from DESIGN's
+    formula."""
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    sh, sw = layer.stride
+    ph, pw = layer.pad
+    dh, dw = layer.dilation
+    P = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
+    Q = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    return N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q
 
 
 def naive_tensor_bases(layer, kernel):
@@ -27,20 +44,137 @@ def naive_tensor_bases(layer, kernel):
     return 0, w_base, y_base
 
 
-def _thread_map(contiguous, strided, threads, vector):
+def thread_map(contiguous, strided, threads, vector):
     t_c = contiguous // vector
     t_s = threads // t_c
     iterations = strided // t_s
     return t_c, t_s, iterations
 
 
+def make_request(lanes, sector, eb):
+    """lanes: list of (byte address, bytes, coords list) for valid lanes; returns sectors + elements."""
+    secs = set()
+    elems = []
+    for addr, nbytes, coords in lanes:
+        for b in range(addr, addr + nbytes):
+            secs.add(b // sector * sector)
+        for v, crd in enumerate(coords):
+            elems.append((addr + v * eb, crd))
+    return tuple(sorted(secs)), elems
+
+
+def operand_requests(tmap, threads, vector, element, sector, eb):
+    """The warp requests of one operand in one k-step, in issue order (warp 0 j = 0.., warp 1 ..).
+    ``element(contiguous, strided)`` gives (byte address, coords) of one element or None if it is
+    predicated off."""
+    t_c, t_s, iters = tmap
+    out = []
+    for warp in range(threads // 32):
+        for j in range(iters):
+            lanes = []
+            for lane in range(32):
+                t = warp * 32 + lane
+                cont = (t % t_c) * vector
+                strd = t // t_c + j * t_s
+                found = [element(cont + v, strd) for v in range(vector)]
+                valid = [x is not None for x in found]
+                assert all(valid) or not any(valid), "vector partly valid"
+                if all(valid):
+                    for v in range(1, vector):
+                        assert found[v][0] == found[0][0] + v * eb
+                    lanes.append((found[0][0], vector * eb, [x[1] for x in found]))
+            if lanes:
+                out.append(make_request(lanes, sector, eb))
+    return out
+
+
+def epilogue_stores(kernel, element, sector):
+    """The store requests of one CTA in the epilogue's order; ``element(tile_row, tile_col)`` gives
+    (byte address, coords) of a stored element or None (row or column out of range)."""
+    out = []
+    for lanes in epilogue_requests(kernel):
+        valid = []
+        for row, col in lanes:
+            found = element(row, col)
+            if found is not None:
+                valid.append((found[0], kernel.elem_bytes, [found[1]]))
+        if valid:
+            out.append(make_request(valid, sector, kernel.elem_bytes))
+    return out
+
+
+def naive_grid(tiles_m, tiles_n, swizzle_log):
+    """(block id, tile_m index, tile_n index) of the blocks inside the grid, in linear id order."""
+    L = swizzle_log
+    grid_x = tiles_m * 2 ** L
+    grid_y = _ceil_div(tiles_n, 2 ** L)
+    blocks = []
+    for b in range(grid_x * grid_y):
+        bx = b % grid_x
+        by = b // grid_x
+        tm = bx >> L
+        tn = (by << L) + (bx & (2 ** L - 1))
+        if tm < tiles_m and tn < tiles_n:
+            blocks.append((b, tm, tn))
+    return blocks
+
+
+def naive_schedule(blocks, gpu, kernel, ksteps_of, loads_of, stores_of, elements):
+    """Dispatch ``blocks`` (section 3: passes, rounds, SMs, slots) and collect their requests.
+
+    ksteps_of(tm, tn): the CTA's k-steps; loads_of(tm, tn, ks): [(operand, (sectors, elements)), ..];
+    stores_of(tm, tn): [(sectors, elements), ..]."""
+    if kernel.ctas_per_sm is not None:
+        slots_per_sm = kernel.ctas_per_sm
+    else:
+        slots_per_sm = kernel.resident_ctas(gpu)
+    sms = gpu.sms
+    slots = [[None] * slots_per_sm for _ in range(sms)]   # each: [block, tm, tn, step]
+    next_block = 0
+    requests = []
+    rnd = 0
+    while True:
+        # refill, in passes
+        while True:
+            took = False
+            for sm in range(sms):
+                if next_block >= len(blocks):
+                    break
+                free = [i for i in range(slots_per_sm) if slots[sm][i] is None]
+                if free:
+                    b, tm, tn = blocks[next_block]
+                    next_block += 1
+                    slots[sm][free[0]] = [b, tm, tn, 0]
+                    took = True
+            if not took or next_block >= len(blocks):
+                break
+        if all(x is None for row in slots for x in row):
+            break
+        for sm in range(sms):
+            for sl in range(slots_per_sm):
+                cta = slots[sm][sl]
+                if cta is None:
+                    continue
+                b, tm, tn, step = cta
+                if step < ksteps_of(tm, tn):
+                    for operand, (secs, elems) in loads_of(tm, tn, step):
+                        requests.append((rnd, sm, b, operand, 0, step, secs, elems))
+                    cta[3] = step + 1
+                else:
+                    for secs, elems in stores_of(tm, tn):
+                        requests.append((rnd, sm, b, 2, 1, step, secs, elems))
+                    slots[sm][sl] = None
+        rnd += 1
+    if elements:
+        return requests
+    return [req[:7] for req in requests]
+
+
 def naive_stream(layer, gpu, kernel, elements=False):
-    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
-    sh, sw = layer.stride
-    ph, pw = layer.pad
-    dh, dw = layer.dilation
-    P = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
-    Q = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    if kernel.op != "fprop":
+        from tests.naive_backward import naive_backward_stream
+        return naive_backward_stream(layer, gpu, kernel, elements)
+    N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q = naive_dims(layer)
     M = N * P * Q
     GK = C * R * S
     eb = kernel.elem_bytes
@@ -52,10 +186,10 @@ def naive_stream(layer, gpu, kernel, elements=False):
     x_base, w_base, y_base = naive_tensor_bases(layer, kernel)
 
     if nchw:
-        map_a = _thread_map(tile_m, tile_k, threads, V)   # contiguous m, strided gk
+        map_a = thread_map(tile_m, tile_k, threads, V)   # contiguous m, strided gk
     else:
-        map_a = _thread_map(tile_k, tile_m, threads, V)   # contiguous c, strided m
-    map_b = _thread_map(tile_k, tile_n, threads, V)       # contiguous c or gk, strided k
+        map_a = thread_map(tile_k, tile_m, threads, V)   # contiguous c, strided m
+    map_b = thread_map(tile_k, tile_n, threads, V)       # contiguous c or gk, strided k
 
     def x_addr(n, c, h, w):
         if nchw:
@@ -76,7 +210,7 @@ def naive_stream(layer, gpu, kernel, elements=False):
         return y_base + (((n * P + p) * Q + q) * K + k) * eb
 
     def a_element(m, c, r, s):
-        """Byte address of A(m, (c, r, s)) or None if predicated off."""
+        """(byte address, coords) of A(m, (c, r, s)) or None if predicated off."""
         if m >= M or c >= C:
             return None
         n = m // (P * Q)
@@ -86,7 +220,12 @@ def naive_stream(layer, gpu, kernel, elements=False):
         w = q * sw - pw + s * dw
         if not (0 <= h < H and 0 <= w < W):
             return None
-        return x_addr(n, c, h, w)
+        return x_addr(n, c, h, w), ("A", m, c, r, s)
+
+    def b_element(k, c, r, s):
+        if k >= K or c >= C:
+            return None
+        return w_addr(k, c, r, s), ("B", k, c, r, s)
 
     def gk_split(gk):
         c = gk // (R * S)
@@ -110,160 +249,48 @@ def naive_stream(layer, gpu, kernel, elements=False):
                     i += 1
         raise AssertionError
 
-    def make_request(lanes):
-        """lanes: list of (byte address, bytes, coords list) for valid lanes; returns sectors + elements."""
-        secs = set()
-        elems = []
-        for addr, nbytes, coords in lanes:
-            for b in range(addr, addr + nbytes):
-                secs.add(b // sector * sector)
-            for v, crd in enumerate(coords):
-                elems.append((addr + v * eb, crd))
-        return tuple(sorted(secs)), elems
+    def loads_of(cta_m, cta_n, ks):
+        if nchw:
+            gk0 = ks * tile_k
 
-    def load_requests(operand, cta_m, cta_n, ks):
-        """The requests of one operand in one k-step, in issue order."""
-        t_c, t_s, iters = map_a if operand == 0 else map_b
+            def elem_a(cont, strd):
+                gk = gk0 + strd
+                return None if gk >= GK else a_element(cta_m * tile_m + cont, *gk_split(gk))
+
+            def elem_b(cont, strd):
+                gk = gk0 + cont
+                return None if gk >= GK else b_element(cta_n * tile_n + strd, *gk_split(gk))
+        else:
+            c0, r, s = kstep_position(ks)
+
+            def elem_a(cont, strd):
+                return a_element(cta_m * tile_m + strd, c0 + cont, r, s)
+
+            def elem_b(cont, strd):
+                return b_element(cta_n * tile_n + strd, c0 + cont, r, s)
+        return ([(0, req) for req in operand_requests(map_a, threads, V, elem_a, sector, eb)]
+                + [(1, req) for req in operand_requests(map_b, threads, V, elem_b, sector, eb)])
+
+    def stores_of(cta_m, cta_n):
+        if not nchw:        # the epilogue's order (section 3a)
+            def element(row, col):
+                m = cta_m * tile_m + row
+                k = cta_n * tile_n + col
+                return (y_addr(m, k), ("C", m, k)) if m < M and k < K and col < tile_n else None
+            return epilogue_stores(kernel, element, sector)
         out = []
-        for warp in range(threads // 32):
-            for j in range(iters):
+        for kk in range(tile_n):
+            k = cta_n * tile_n + kk
+            for g in range(_ceil_div(tile_m, 32)):
                 lanes = []
                 for lane in range(32):
-                    t = warp * 32 + lane
-                    cont = (t % t_c) * V
-                    strd = t // t_c + j * t_s
-                    coords = []
-                    addrs = []
-                    for v in range(V):   # a vector is valid as a whole; check each element anyway
-                        if nchw:
-                            gk0 = ks * tile_k
-                            if operand == 0:
-                                m = cta_m * tile_m + cont + v
-                                gk = gk0 + strd
-                                if gk >= GK:
-                                    addrs.append(None)
-                                    continue
-                                c, r, s = gk_split(gk)
-                                addrs.append(a_element(m, c, r, s))
-                                coords.append(("A", m, c, r, s))
-                            else:
-                                k = cta_n * tile_n + strd
-                                gk = gk0 + cont + v
-                                if gk >= GK or k >= K:
-                                    addrs.append(None)
-                                    continue
-                                c, r, s = gk_split(gk)
-                                addrs.append(w_addr(k, c, r, s))
-                                coords.append(("B", k, c, r, s))
-                        else:
-                            c0, r, s = kstep_position(ks)
-                            c = c0 + cont + v
-                            if operand == 0:
-                                m = cta_m * tile_m + strd
-                                addrs.append(a_element(m, c, r, s))
-                                coords.append(("A", m, c, r, s))
-                            else:
-                                k = cta_n * tile_n + strd
-                                if k >= K or c >= C:
-                                    addrs.append(None)
-                                    continue
-                                addrs.append(w_addr(k, c, r, s))
-                                coords.append(("B", k, c, r, s))
-                    valid = [a is not None for a in addrs]
-                    assert all(valid) or not any(valid), "vector partly valid"
-                    if all(valid):
-                        for v in range(1, V):
-                            assert addrs[v] == addrs[0] + v * eb
-                        lanes.append((addrs[0], V * eb, coords))
+                    mi = g * 32 + lane
+                    m = cta_m * tile_m + mi
+                    if mi < tile_m and m < M and k < K:
+                        lanes.append((y_addr(m, k), eb, [("C", m, k)]))
                 if lanes:
-                    out.append(make_request(lanes))
+                    out.append(make_request(lanes, sector, eb))
         return out
 
-    def store_requests(cta_m, cta_n):
-        out = []
-        if nchw:
-            for kk in range(tile_n):
-                k = cta_n * tile_n + kk
-                for g in range(_ceil_div(tile_m, 32)):
-                    lanes = []
-                    for lane in range(32):
-                        mi = g * 32 + lane
-                        m = cta_m * tile_m + mi
-                        if mi < tile_m and m < M and k < K:
-                            lanes.append((y_addr(m, k), eb, [("C", m, k)]))
-                    if lanes:
-                        out.append(make_request(lanes))
-        else:
-            for mi in range(tile_m):
-                m = cta_m * tile_m + mi
-                for g in range(_ceil_div(tile_n, 32)):
-                    lanes = []
-                    for lane in range(32):
-                        kk = g * 32 + lane
-                        k = cta_n * tile_n + kk
-                        if kk < tile_n and m < M and k < K:
-                            lanes.append((y_addr(m, k), eb, [("C", m, k)]))
-                    if lanes:
-                        out.append(make_request(lanes))
-        return out
-
-    # ---- grid and scheduling ----
-    tiles_m = _ceil_div(M, tile_m)
-    tiles_n = _ceil_div(K, tile_n)
-    L = kernel.swizzle_log
-    grid_x = tiles_m * 2 ** L
-    grid_y = _ceil_div(tiles_n, 2 ** L)
-    block_list = []
-    for b in range(grid_x * grid_y):
-        bx = b % grid_x
-        by = b // grid_x
-        tm = bx >> L
-        tn = (by << L) + (bx & (2 ** L - 1))
-        if tm < tiles_m and tn < tiles_n:
-            block_list.append((b, tm, tn))
-
-    if kernel.ctas_per_sm is not None:
-        slots_per_sm = kernel.ctas_per_sm
-    else:
-        slots_per_sm = kernel.resident_ctas(gpu)
-    sms = gpu.sms
-    slots = [[None] * slots_per_sm for _ in range(sms)]   # each: [block, tm, tn, step]
-    next_block = 0
-    requests = []
-    rnd = 0
-    while True:
-        # refill, in passes
-        while True:
-            took = False
-            for sm in range(sms):
-                if next_block >= len(block_list):
-                    break
-                free = [i for i in range(slots_per_sm) if slots[sm][i] is None]
-                if free:
-                    b, tm, tn = block_list[next_block]
-                    next_block += 1
-                    slots[sm][free[0]] = [b, tm, tn, 0]
-                    took = True
-            if not took or next_block >= len(block_list):
-                break
-        if all(x is None for row in slots for x in row):
-            break
-        for sm in range(sms):
-            for sl in range(slots_per_sm):
-                cta = slots[sm][sl]
-                if cta is None:
-                    continue
-                b, tm, tn, step = cta
-                if step < ksteps:
-                    for operand in (0, 1):
-                        for secs, elems in load_requests(operand, tm, tn, step):
-                            requests.append((rnd, sm, b, operand, 0, step, secs, elems))
-                    cta[3] = step + 1
-                else:
-                    for secs, elems in store_requests(tm, tn):
-                        requests.append((rnd, sm, b, 2, 1, step, secs, elems))
-                    slots[sm][sl] = None
-        rnd += 1
-    if elements:
-        return requests
-    return [req[:7] for req in requests]
+    blocks = naive_grid(_ceil_div(M, tile_m), _ceil_div(K, tile_n), kernel.swizzle_log)
+    return naive_schedule(blocks, gpu, kernel, lambda tm, tn: ksteps, loads_of, stores_of, elements)

@@ -14,9 +14,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # dependent module -> the files (relative to the repository root) its compiled kernels take code from
 JIT_DEPENDENCIES = {
     "simcore._phases": ["simcore/cache.py"],
-    "traces._generate": ["traces/_steps.py", "traces/_layout.py"],
-    "traces._steps": ["traces/_layout.py"],
-    "analytic._reuse": ["analytic/_counts.py", "analytic/_l2.py"],
+    "traces._generate": ["traces/_steps.py", "traces/_backward.py", "traces/_layout.py"],
+    "traces._steps": ["traces/_emit.py", "traces/_layout.py"],
+    "traces._backward": ["traces/_emit.py", "traces/_layout.py"],
+    "traces._emit": ["traces/_layout.py"],
+    "analytic._reuse": ["analytic/_counts.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)
 CONSTANT_MODULES = {"traces/_layout.py"}

@@ -21,6 +21,14 @@ CASES = [
     (ConvLayer(1, 8, 10, 10, 24, 3, 3, pad=1),
      KernelConfig(tile_m=64, tile_n=32, tile_k=16, threads=64, dtype="fp16", vector=4, ctas_per_sm=3)),
     (ConvLayer(1, 3, 16, 16, 16, 3, 3, pad=1), KernelConfig()),
+    # dgrad (strided: idle and store-only CTAs) and wgrad (loads past GEMM-N)
+    (ConvLayer(2, 8, 9, 7, 40, 3, 3, stride=2, pad=1), KernelConfig(tile_m=32, tile_n=32, tile_k=8, threads=64,
+                                                                    ctas_per_sm=2, op="dgrad")),
+    (ConvLayer(2, 8, 2, 7, 12, 2, 2, stride=3), KernelConfig(tile_m=32, tile_n=32, tile_k=8, threads=64,
+                                                             op="dgrad")),
+    (ConvLayer(1, 3, 16, 16, 16, 3, 3, pad=1), KernelConfig(op="wgrad")),
+    (ConvLayer(2, 6, 9, 7, 20, 3, 3, pad=1, dilation=(2, 1)),
+     KernelConfig(tile_m=32, tile_n=64, tile_k=8, threads=64, dtype="fp16", vector=2, op="wgrad")),
 ]
 
 
@@ -82,14 +90,16 @@ def check_conservation(m):
     assert m[M.L1_LD_SECTORS + ":C"] == 0
 
 
-def test_every_output_sector_written_once():
+@pytest.mark.parametrize("op", ["fprop", "dgrad", "wgrad"])
+def test_every_output_sector_written_once(op):
     """With an L2 large enough to hold the output, every output sector is written and ends dirty
-    or is written back: DRAM writes + dirty at end = distinct output sectors."""
-    layer = ConvLayer(1, 8, 12, 12, 32, 3, 3, pad=1)
-    kernel = KernelConfig(tile_m=64, tile_n=32, tile_k=8, threads=64)
+    or is written back: DRAM writes + dirty at end = distinct output sectors (y, dx or dw)."""
+    layer = ConvLayer(1, 8, 12, 12, 32, 3, 3, pad=1, stride=2 if op == "dgrad" else 1)
+    kernel = KernelConfig(tile_m=64, tile_n=32, tile_k=8, threads=64, op=op)
     g = dataclasses.replace(gpu("v100"), sms=4)
     m = simulate_layer(layer, g, kernel)
-    out_sectors = layer.output_elements * kernel.elem_bytes // 32
+    elements = {"fprop": layer.output_elements, "dgrad": layer.input_elements, "wgrad": layer.params}[op]
+    out_sectors = elements * kernel.elem_bytes // 32
     assert m[M.DRAM_WR_SECTORS] + m[M.L2_DIRTY_AT_END] == out_sectors
     assert m[M.L1_ST_SECTORS] == out_sectors
 

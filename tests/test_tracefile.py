@@ -333,8 +333,40 @@ def test_dump_json_layers(tmp_path, capsys):
     assert trace.n_requests > 0 and trace.compression == "gzip"
 
 
+@pytest.mark.parametrize("op", ["dgrad", "wgrad"])
+def test_dump_backward_ops(tmp_path, capsys, op):
+    """--op: the file records the op and holds that op's stream (replay == simulate_layer)."""
+    spec = tmp_path / "strided.json"
+    spec.write_text(json.dumps({"layers": [{"name": "s2", "n": 1, "c": 32, "h": 14, "w": 14, "k": 64,
+                                             "r": 3, "s": 3, "stride": 2, "pad": 1}]}))
+    out = tmp_path / f"{op}.h5"
+    assert main([str(spec), "--layer", "s2", "--op", op, "--no-progress", "-o", str(out)]) == 0
+    assert f" {op} on v100" in capsys.readouterr().out
+    trace = read_trace(out)
+    assert trace.kernel == KernelConfig(op=op)
+    simulate = pytest.importorskip("traces.simulate")
+    expected = simulate.simulate_layer(trace.layer, V100, trace.kernel)
+    assert replay(out) == expected
+    assert expected != simulate.simulate_layer(trace.layer, V100, KernelConfig())
+
+
+def test_trace_without_op_reads_as_fprop(tmp_path):
+    """Files written before the op existed (no 'op' in the kernel attribute) read as fprop."""
+    from traces.stream import iter_request_chunks
+    layer = ConvLayer(1, 8, 6, 6, 16, 3, 3, pad=1)
+    path = tmp_path / "old.h5"
+    write_trace(path, iter_request_chunks(layer, V100, KernelConfig()), layer, KernelConfig(), V100)
+    with h5py.File(path, "r+") as fh:
+        kernel = json.loads(fh.attrs["kernel"])
+        assert kernel.pop("op") == "fprop"
+        fh.attrs["kernel"] = json.dumps(kernel)
+    assert read_trace(path).kernel == KernelConfig() and read_trace(path).kernel.op == "fprop"
+
+
 @pytest.mark.parametrize("args, pattern", [
-    (["vgg13", "--layer", "conv1_1"], "unknown network 'vgg13'; known networks: vgg16, resnet50"),
+    (["vgg16", "--layer", "conv1_1", "--op", "dgrad", "--layout", "nchw"], "is defined for layout 'nhwc' only"),
+    (["vgg16", "--layer", "conv1_1", "--op", "bprop"], "argument --op: invalid choice: 'bprop'"),
+    (["vgg19", "--layer", "conv1_1"], "unknown network 'vgg19'; known networks: vgg16, resnet50"),
     (["vgg16", "--layer", "conv6_1"], "unknown layer 'conv6_1' in vgg16; its layers: conv1_1, conv1_2"),
     (["vgg16", "--layer", "conv1_1", "--gpu", "k80"], "unknown GPU 'k80'; known GPUs: titanxp"),
     (["vgg16", "--layer", "conv1_1", "--tile", "128x128"], "tile must look like MxNxK"),

@@ -167,6 +167,8 @@ def test_compare_layer_subset_batch_and_kernel(fakes, tmp_path):
     assert [e["name"] for e in doc["layers"]] == ["conv1_2", "conv3_1"]
     assert doc["batch"] == 4 and doc["layers"][0]["layer"]["n"] == 4
     assert doc["kernel"]["tile_m"] == 64 and doc["kernel"]["layout"] == "nchw"
+    assert compare.main(["alexnet", "--op", "wgrad", "--quiet", "--json", str(js)]) == 0
+    assert results.load_results(js)["kernel"]["op"] == "wgrad"
 
 
 def test_compare_layers_file(fakes, tmp_path):
@@ -208,6 +210,8 @@ BAD_INPUTS = [
     (["alexnet", "--ncu-csv", "{tmp}/missing.csv"], "file not found"),
     (["alexnet", "--jobs", "0"], "--jobs"),
     (["alexnet", "--vector", "3"], "vector"),
+    (["alexnet", "--op", "dgrad", "--layout", "nchw"], "is defined for layout 'nhwc' only"),
+    (["alexnet", "--op", "bprop"], "invalid choice: 'bprop'"),
     (["--layers-file", "{tmp}/missing.json"], "layer file not found"),
     ([], "give a NETWORK"),
     (["alexnet", "--plot", "{tmp}/nodir/p.png"], "does not exist"),

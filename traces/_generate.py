@@ -1,7 +1,9 @@
-"""The compiled request-stream generator behind `traces.stream` (DESIGN section 3): `_generate` fills
-fixed-size buffers with warp-level requests and their sectors, resumably, from the scheduler state
-it keeps in small arrays (see `traces.stream`'s module docstring for what the stream is, and
-`_Generator` there for how the kernel is driven; the building blocks are in `traces._steps`).
+"""The compiled request-stream generator behind `traces.stream` (DESIGN sections 3, 3a): `_refill`
+dispatches blocks to SM slots and `_generate` fills fixed-size buffers with warp-level requests and
+their sectors, resumably, from the scheduler state it keeps in small arrays (see `traces.stream`'s
+module docstring for what the stream is, and `_Generator` there for how the kernel is driven). The walk
+(rounds, SMs, slots, one step per CTA) is the same for every op; the building blocks are in
+`traces._steps` (fprop, stores), `traces._backward` (dgrad, wgrad) and `traces._emit`.
 
 Measured (vgg16 batch 1 on v100, best of 3, 2-core development VM): about 9 ns per sector before the
 row-aligned nhwc fast path, the inline hot k-step (no per-call reference counting), per-step shared
@@ -12,17 +14,74 @@ from __future__ import annotations
 
 import numba
 
+from ._backward import _start_dgrad, _start_wgrad, _step_dgrad, _step_wgrad
 from ._layout import (
-    _U, _C, _H, _W, _R, _S, _DH, _DW, _TM, _TN, _TK, _NCHW, _EB, _SMS, _SLOTS, _KSTEPS, _SSH, _STEP_REQ,
-    _STEP_SEC, _UNI, _RPW, _ALN, _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE)
-from ._steps import (
-    _refill, _step_rows, _step_seg, _step_nchw, _stores)
+    _U, _C, _H, _W, _R, _S, _DH, _DW, _TM, _TN, _TK, _NCHW, _EB, _SMS, _SLOTS, _SSH, _STEP_REQ, _STEP_SEC,
+    _UNI, _RPW, _ALN, _OP, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF, _F_SKIP, _F_KSTEPS,
+    _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE)
+from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
-# code and constants from _steps.py and _layout.py. tests/test_jit_deps.py checks this digest of
-# them: updating the digest after an edit there changes this file too, so no stale compiled kernel
-# survives.
-_JIT_DEPS_SHA256 = "66e763d762868e1c"
+# code and constants from _steps.py, _backward.py and _layout.py. tests/test_jit_deps.py checks this
+# digest of them: updating the digest after an edit there changes this file too, so no stale compiled
+# kernel survives.
+_JIT_DEPS_SHA256 = "40dcc10540f57d08"
+
+
+@numba.njit(cache=True)
+def _refill(prm, maps, sched, rows, nxt):
+    """One dispatch phase: passes over the SMs, each SM with a free slot takes the next block, until a
+    pass takes none or the blocks run out. Returns the next block. Blocks outside the grid, and strided
+    dgrad's blocks whose starting (h, w) lies outside dx (CUTLASS returns at once), are skipped."""
+    SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; NBLOCKS = prm[_NBLOCKS]; SWZ = prm[_SWZ]; OP = prm[_OP]
+    TILES_M = prm[_TILES_M]; TILES_N = prm[_TILES_N]; TMPF = prm[_TMPF]
+    slot_cta, slot_tm, slot_tn, slot_step, slot_ksteps, slot_fpos = sched[1:7]
+    fpos = maps[9]
+    swz_mask = (1 << SWZ) - 1
+    grid_x = TILES_M << SWZ
+    while True:
+        took = False
+        for sm in range(SMS):
+            free = -1
+            for sl in range(SLOTS):
+                if slot_cta[sm * SLOTS + sl] < 0:
+                    free = sl
+                    break
+            if free < 0:
+                continue
+            # next block whose tile lies inside the grid (and does something)
+            tm = 0
+            tn = 0
+            f = 0
+            while nxt < NBLOCKS:
+                bx = nxt % grid_x
+                by = nxt // grid_x
+                tm = bx >> SWZ
+                tn = (by << SWZ) + (bx & swz_mask)
+                if tm < TILES_M and tn < TILES_N:
+                    f = tm // TMPF
+                    if not fpos[f, _F_SKIP]:
+                        break
+                nxt += 1
+            if nxt >= NBLOCKS:
+                break
+            idx = sm * SLOTS + free
+            slot_cta[idx] = nxt
+            slot_tm[idx] = tm
+            slot_tn[idx] = tn
+            slot_step[idx] = 0
+            slot_ksteps[idx] = fpos[f, _F_KSTEPS]
+            slot_fpos[idx] = f
+            nxt += 1
+            took = True
+            if OP == _DGRAD:
+                _start_dgrad(prm, maps, rows, idx, tm, f)
+            elif OP == _WGRAD:
+                _start_wgrad(prm, maps, rows, idx, tm, tn)
+            else:
+                _start_fprop(prm, maps, rows, idx, tm, tn)
+        if not took or nxt >= NBLOCKS:
+            return nxt
 
 
 @numba.njit(cache=True, nogil=True)
@@ -34,12 +93,13 @@ def _generate(prm, maps, sched, rows, scratch, out):
     per call, inlined or not (profiled: 20-25% of the time when that k-step used helpers)."""
     C = prm[_C]; H = prm[_H]; W = prm[_W]; S = prm[_S]; RS = prm[_R] * S; DH = prm[_DH]; DW = prm[_DW]
     SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; TM = prm[_TM]; TN = prm[_TN]; TK = prm[_TK]; EB = prm[_EB]
-    KSTEPS = prm[_KSTEPS]; SSH = prm[_SSH]; NCHW = prm[_NCHW]; UNI = prm[_UNI]; ALN = prm[_ALN]
+    SSH = prm[_SSH]; NCHW = prm[_NCHW]; UNI = prm[_UNI]; ALN = prm[_ALN]; OP = prm[_OP]
     RPW = prm[_RPW]; STEP_REQ = prm[_STEP_REQ]; STEP_SEC = prm[_STEP_SEC]
-    state, slot_cta, slot_tn, slot_step = sched[0], sched[1], sched[3], sched[4]
+    state, slot_cta, slot_tm, slot_tn, slot_step, slot_ksteps, slot_fpos = sched
     seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start, thr_a = maps[:7]
-    row_hb, row_wb, row_base, row_y, row_b, b_rows, b_reqs, b_num = rows
-    ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off, kt_rh, kt_sw = scratch
+    store_order = maps[10]
+    row_hb, row_wb, row_base, row_y, row_b, b_rows, b_reqs, b_num = rows[:8]
+    ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off, kt_rh, kt_sw = scratch[:8]
     o_round, o_sm, o_cta, o_op, o_st, o_ks, o_first, o_count, o_sec = out
     req_cap = min(o_sm.shape[0], o_op.shape[0], o_st.shape[0], o_first.shape[0], o_count.shape[0])
     all_fields = min(o_round.shape[0], o_cta.shape[0], o_ks.shape[0]) > 0   # lean: length 0
@@ -90,12 +150,19 @@ def _generate(prm, maps, sched, rows, scratch, out):
                 ks = slot_step[idx]
                 q0 = nreq
                 op = 0                                  # A up to request q1, B after; stores: C
-                if ks >= KSTEPS:
+                if ks >= slot_ksteps[idx]:
                     # ---- stores of the CTA's tile, then retire ----
-                    nreq, nsec = _stores(prm, row_y, idx, slot_tn[idx] * TN, o_first, o_count, o_sec, nreq, nsec)
+                    nreq, nsec = _stores(prm, row_y, store_order, idx, slot_tn[idx] * TN, o_first, o_count, o_sec,
+                                         nreq, nsec)
                     q1 = nreq
                     op = 2
                     slot_cta[idx] = -1
+                elif OP == _DGRAD:
+                    q1, nreq, nsec = _step_dgrad(prm, maps, rows, scratch, slot_fpos[idx], idx, ks, slot_tn[idx] * TN,
+                                                 o_first, o_count, o_sec, nreq, nsec)
+                elif OP == _WGRAD:
+                    q1, nreq, nsec = _step_wgrad(prm, maps, rows, scratch, idx, ks, slot_tm[idx] * TM, o_first,
+                                                 o_count, o_sec, nreq, nsec)
                 elif not ALN:
                     if UNI:
                         q1, nreq, nsec = _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_a, idx, ks, o_first,

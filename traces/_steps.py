@@ -1,177 +1,44 @@
-"""The request generator's building blocks (Numba): emitting one operand's requests, starting a CTA,
-refilling the SMs, one k-step of the general paths, a CTA's stores. `traces._generate` drives them."""
+"""The fprop building blocks of the request generator (Numba): starting a CTA, one k-step of the general
+paths (the _ALN k-step is written out in `traces._generate`), and every op's stores. The dgrad and wgrad
+blocks are in `traces._backward`, the request emitters in `traces._emit`; `traces._generate` drives them."""
 from __future__ import annotations
 
 import numba
 
+from ._emit import (
+    _close_request, _emit_rows, _emit_segments, _insert, _insert_range, _segment_offsets, _shift_rows)
 from ._layout import (
-    _BIG, _U, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _M, _GK, _TM, _TN, _TK,
-    _THREADS, _NCHW, _EB, _TSA, _IA, _TSB, _IB, _SMS, _SLOTS, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _XB,
-    _WB, _YB, _SSH, _UNI, _RPW)
+    _BIG, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _M, _GK, _TM, _TN, _TK,
+    _THREADS, _NCHW, _EB, _TSA, _IA, _TSB, _IB, _XB, _WB, _YB, _SSH, _UNI, _RPW, _GN)
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
-# code and constants from _layout.py. tests/test_jit_deps.py checks this digest of it: updating
-# the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "c5a9679211f30b50"
+# code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
+# updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
+_JIT_DEPS_SHA256 = "18ef44dc24479bdf"
 
 
 # ---- compiled kernel ----------------------------------------------------------------------------
 # `_generate`'s arguments, tuples of arrays (see `_Generator`):
-#   maps:    seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start, thr_a, perm_a, perm_b
-#   sched:   state, slot_cta, slot_tm, slot_tn, slot_step
-#   rows:    per slot: row_hb, row_wb, row_base (A rows, in perm_a order), row_y (store rows),
-#            row_b (B rows, in perm_b order), b_rows, b_reqs, b_num (_UNI: B's compacted requests)
-#   scratch: ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off, kt_rh, kt_sw
+#   maps:    seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start, thr_a, perm_a, perm_b,
+#            fpos (filter positions: `_layout._F_*`), store_order (tile rows in the epilogue's order)
+#   sched:   state, slot_cta, slot_tm, slot_tn, slot_step, slot_ksteps, slot_fpos
+#   rows:    per slot: row_hb, row_wb, row_base (A rows, in perm_a order; wgrad: unused), row_y (byte
+#            address of each store row's column 0, -1 if invalid; nchw: y element offset), row_b (B rows,
+#            in perm_b order), b_rows, b_reqs, b_num (_UNI: B's compacted requests), pieces, piece_start
+#            (wgrad: B's segments split where the filter position changes)
+#   scratch: ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off, kt_rh, kt_sw, kt_a
 #   out:     the 9 RequestChunk buffers (lean: round, cta and kstep of length 0, left unwritten)
 
-@numba.njit(cache=True, inline="always")
-def _close_request(o_first, o_count, nreq, nsec, first, cnt):
-    """Record request ``nreq`` as the ``cnt`` sectors from ``o_sec[first]``; returns the new
-    (request count, sector count)."""
-    o_first[_U(nreq)] = first
-    o_count[_U(nreq)] = cnt
-    return nreq + 1, nsec + cnt
-
-
-@numba.njit(cache=True, inline="always")
-def _insert(sectors, first, cnt, x):
-    """Insert sector address x into the sorted, distinct run sectors[first:first+cnt]; return cnt."""
-    end = first + cnt
-    if cnt == 0 or sectors[end - 1] < x:
-        sectors[end] = x
-        return cnt + 1
-    if sectors[end - 1] == x:
-        return cnt
-    i = end - 1
-    while i >= first and sectors[i] > x:
-        i -= 1
-    if i >= first and sectors[i] == x:
-        return cnt
-    j = end
-    while j > i + 1:
-        sectors[j] = sectors[j - 1]
-        j -= 1
-    sectors[i + 1] = x
-    return cnt + 1
-
-
-@numba.njit(cache=True, inline="always")
-def _insert_range(sectors, first, cnt, lo_byte, hi_byte, ssh):
-    """Insert the sectors covering bytes [lo_byte, hi_byte] (inclusive)."""
-    s0 = lo_byte >> ssh
-    s1 = hi_byte >> ssh
-    if cnt == 0 or sectors[first + cnt - 1] < s0 << ssh:
-        x = s0
-        while x <= s1:
-            sectors[first + cnt] = x << ssh
-            cnt += 1
-            x += 1
-        return cnt
-    x = s0
-    while x <= s1:
-        cnt = _insert(sectors, first, cnt, x << ssh)
-        x += 1
-    return cnt
-
-
 @numba.njit(cache=True)
-def _emit_rows(ra, row, nrows, rpw, lo, hi, ssh, o_first, o_count, o_sec, nreq, nsec):
-    """Load requests of one operand in one k-step under _UNI without _ALN: request q is rows q*rpw ..
-    q*rpw+rpw-1 of ra[row]; valid row i (ra[row, i] >= 0) covers bytes ra[row, i] + [lo, hi]. Valid
-    rows' addresses increase by more than hi - lo (A: m order is (n, h, w) order; B: filters), so
-    the sectors come sorted: only a sector shared with the previous row is skipped."""
-    sb = 1 << ssh
-    mask = -sb
-    for q in range(nrows // rpw):
-        n = nsec
-        last = -1
-        for r in range(_U(q * rpw), _U(q * rpw + rpw)):
-            a = ra[_U(row), r]
-            if a < 0:
-                continue
-            x = (a + lo) & mask
-            xe = (a + hi) & mask
-            if x <= last:
-                x = last + sb
-            while x <= xe:
-                o_sec[_U(n)] = x
-                n += 1
-                x += sb
-            last = xe
-        if n > nsec:
-            nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, n - nsec)
-    return nreq, nsec
-
-
-@numba.njit(cache=True)
-def _emit_segments(ra, seg_so, seg_lo, seg_hi, seg_start, warps, iters, t_s, ssh, o_first, o_count, o_sec,
-                   nreq, nsec):
-    """Load requests of one operand in one k-step, segment by segment (the general case).
-
-    ra[i]: byte address of strided row i's element 0 (-1: the row is predicated off);
-    seg_lo/seg_hi[sg]: byte offsets of the first/last valid byte of segment sg (seg_hi < 0: none)."""
-    sb = 1 << ssh
-    mask = -sb
-    for wp in range(warps):
-        s0 = seg_start[wp]
-        s1 = seg_start[wp + 1]
-        for j in range(iters):
-            js = j * t_s
-            first = nsec
-            cnt = 0
-            last = -1                      # largest sector so far (the run is sorted)
-            for sg in range(s0, s1):
-                hi = seg_hi[sg]
-                if hi < 0:
-                    continue
-                a = ra[seg_so[sg] + js]
-                if a < 0:
-                    continue
-                x = (a + seg_lo[sg]) & mask
-                xe = (a + hi) & mask
-                if x > last:               # common case: append the segment's sectors
-                    o_sec[first + cnt] = x
-                    cnt += 1
-                    while x < xe:
-                        x += sb
-                        o_sec[first + cnt] = x
-                        cnt += 1
-                    last = xe
-                else:
-                    cnt = _insert_range(o_sec, first, cnt, a + seg_lo[sg], a + hi, ssh)
-                    last = o_sec[first + cnt - 1]
-            if cnt > 0:
-                nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
-    return nreq, nsec
-
-
-@numba.njit(cache=True, inline="always")
-def _segment_offsets(seg_co, seg_lo, seg_hi, base, limit, extra, eb):
-    """Byte offsets of each segment's valid part: contiguous index base+co in [base+co_lo, limit),
-    plus ``extra`` bytes."""
-    for sg in range(seg_co.shape[0]):
-        lo = base + seg_co[sg, 0]
-        hi = base + seg_co[sg, 1]
-        if hi > limit:
-            hi = limit
-        if lo < hi:
-            seg_lo[sg] = lo * eb + extra
-            seg_hi[sg] = hi * eb - 1 + extra
-        else:
-            seg_lo[sg] = 0
-            seg_hi[sg] = -1
-
-
-@numba.njit(cache=True)
-def _start_cta(prm, maps, rows, idx, tm, tn):
-    """Per-row information of a new CTA's tile in slot idx (once per CTA): A rows' image offset and
+def _start_fprop(prm, maps, rows, idx, tm, tn):
+    """Per-row information of a new fprop CTA's tile in slot idx (once per CTA): A rows' image offset and
     h/w origins (an invalid row m >= M gets -_BIG origins, so every padding test rejects it), store
     rows, B rows' addresses; under _UNI in request order, plus B's compacted requests."""
     C = prm[_C]; H = prm[_H]; W = prm[_W]; K = prm[_K]; R = prm[_R]; S = prm[_S]
     TM = prm[_TM]; TN = prm[_TN]; EB = prm[_EB]; NCHW = prm[_NCHW]; RPW = prm[_RPW]
     P = prm[_P]; Q = prm[_Q]; M = prm[_M]; GK = prm[_GK]
     perm_a, perm_b = maps[7], maps[8]
-    row_hb, row_wb, row_base, row_y, row_b, b_rows, b_reqs, b_num = rows
+    row_hb, row_wb, row_base, row_y, row_b, b_rows, b_reqs, b_num = rows[:8]
     PQ = P * Q
     kstride = (GK if NCHW else R * S * C) * EB
     for p in range(TN):
@@ -195,7 +62,7 @@ def _start_cta(prm, maps, rows, idx, tm, tn):
                 row_y[idx, i] = n * K * PQ + pq
             else:
                 row_base[idx, p] = prm[_XB] + (n * H * W + hb * W + wb) * C * EB
-                row_y[idx, i] = m * K
+                row_y[idx, i] = prm[_YB] + m * K * EB
         else:
             row_hb[idx, p] = -_BIG
             row_wb[idx, p] = -_BIG
@@ -220,50 +87,6 @@ def _start_cta(prm, maps, rows, idx, tm, tn):
 
 
 @numba.njit(cache=True)
-def _refill(prm, maps, sched, rows, nxt):
-    """One dispatch phase: passes over the SMs, each SM with a free slot takes the next block, until a
-    pass takes none or the blocks run out. Returns the next block."""
-    SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; NBLOCKS = prm[_NBLOCKS]; SWZ = prm[_SWZ]
-    TILES_M = prm[_TILES_M]; TILES_N = prm[_TILES_N]
-    slot_cta, slot_tm, slot_tn, slot_step = sched[1], sched[2], sched[3], sched[4]
-    swz_mask = (1 << SWZ) - 1
-    grid_x = TILES_M << SWZ
-    while True:
-        took = False
-        for sm in range(SMS):
-            free = -1
-            for sl in range(SLOTS):
-                if slot_cta[sm * SLOTS + sl] < 0:
-                    free = sl
-                    break
-            if free < 0:
-                continue
-            # next block whose tile lies inside the grid
-            tm = 0
-            tn = 0
-            while nxt < NBLOCKS:
-                bx = nxt % grid_x
-                by = nxt // grid_x
-                tm = bx >> SWZ
-                tn = (by << SWZ) + (bx & swz_mask)
-                if tm < TILES_M and tn < TILES_N:
-                    break
-                nxt += 1
-            if nxt >= NBLOCKS:
-                break
-            idx = sm * SLOTS + free
-            slot_cta[idx] = nxt
-            slot_tm[idx] = tm
-            slot_tn[idx] = tn
-            slot_step[idx] = 0
-            nxt += 1
-            took = True
-            _start_cta(prm, maps, rows, idx, tm, tn)
-        if not took or nxt >= NBLOCKS:
-            return nxt
-
-
-@numba.njit(cache=True)
 def _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_a, idx, ks, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of an nhwc k-step under _UNI but not _ALN; returns (end of A's requests, nreq,
     nsec)."""
@@ -278,12 +101,7 @@ def _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_a, idx, ks, o_first, o_c
     lo = c0 * EB                              # the k-step's bytes of a row: [lo, hi]
     hi = min(c0 + TK, C) * EB - 1
     # A: contiguous = channels, strided = rows m; row bases may be negative: fold (r, s) in here
-    koff = (rdh * W + sdw) * C * EB
-    for p in range(TM):
-        h = row_hb[idx, p] + rdh
-        w = row_wb[idx, p] + sdw
-        ok = (h >= 0) & (h < H) & (w >= 0) & (w < W)
-        ra_a[p] = row_base[idx, p] + koff if ok else -1
+    _shift_rows(row_hb, row_wb, row_base, idx, TM, rdh, sdw, (rdh * W + sdw) * C * EB, H, W, ra_a)
     nreq, nsec = _emit_rows(ra_a.reshape(1, TM), 0, TM, RPW, lo, hi, SSH, o_first, o_count, o_sec, nreq, nsec)
     q1 = nreq
     # B: contiguous = channels, strided = filters k
@@ -305,13 +123,8 @@ def _step_seg(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_st
     rdh = r * prm[_DH]
     sdw = (rs - r * S) * prm[_DW]
     c0 = cb * TK
-    # A: contiguous = channels, strided = rows m
-    koff = (rdh * W + sdw) * C * EB          # row bases may be negative: fold it here
-    for i in range(TM):
-        h = row_hb[idx, i] + rdh
-        w = row_wb[idx, i] + sdw
-        ok = (h >= 0) & (h < H) & (w >= 0) & (w < W)
-        ra_a[i] = row_base[idx, i] + koff if ok else -1
+    # A: contiguous = channels, strided = rows m; row bases may be negative: fold (r, s) in here
+    _shift_rows(row_hb, row_wb, row_base, idx, TM, rdh, sdw, (rdh * W + sdw) * C * EB, H, W, ra_a)
     _segment_offsets(seg_a_co, sa_lo, sa_hi, c0, C, 0, EB)
     nreq, nsec = _emit_segments(ra_a, seg_a_so, sa_lo, sa_hi, seg_a_start, WARPS, prm[_IA], prm[_TSA], SSH,
                                 o_first, o_count, o_sec, nreq, nsec)
@@ -373,8 +186,11 @@ def _step_nchw(prm, seg_b_so, seg_b_co, seg_b_start, thr_a, row_hb, row_wb, row_
 
 
 @numba.njit(cache=True)
-def _stores(prm, row_y, idx, n0, o_first, o_count, o_sec, nreq, nsec):
-    """Store requests of the CTA's tile (rows y of slot idx, filters n0 ..); returns (nreq, nsec)."""
+def _stores(prm, row_y, order, idx, n0, o_first, o_count, o_sec, nreq, nsec):
+    """Store requests of the CTA's tile in slot idx (columns n0 .. n0 + TN - 1); returns (nreq, nsec).
+
+    nhwc (every op): the epilogue's order, tile rows as ``order`` lists them (`traces.epilogue`), each
+    valid row's columns in blocks of 32 below GEMM-N; nchw: section 3's order (filters, then rows)."""
     K = prm[_K]; TM = prm[_TM]; TN = prm[_TN]; EB = prm[_EB]; SSH = prm[_SSH]; YB = prm[_YB]
     if prm[_NCHW]:
         PQ = prm[_P] * prm[_Q]
@@ -397,15 +213,16 @@ def _stores(prm, row_y, idx, n0, o_first, o_count, o_sec, nreq, nsec):
                 if cnt > 0:
                     nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
         return nreq, nsec
-    for mi in range(TM):
-        yo = row_y[idx, mi]
-        if yo < 0:
-            break
+    GN = prm[_GN]
+    for t in range(TM):
+        base = row_y[idx, order[t]]
+        if base < 0:
+            continue
         for g in range((TN + 31) // 32):
-            klo = n0 + g * 32
-            if klo >= K:
+            lo = n0 + g * 32
+            if lo >= GN:
                 break
-            khi = min(klo + 32, n0 + TN, K)
-            cnt = _insert_range(o_sec, nsec, 0, YB + (yo + klo) * EB, YB + (yo + khi) * EB - 1, SSH)
+            hi = min(lo + 32, n0 + TN, GN)
+            cnt = _insert_range(o_sec, nsec, 0, base + lo * EB, base + hi * EB - 1, SSH)
             nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, cnt)
     return nreq, nsec

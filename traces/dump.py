@@ -2,6 +2,7 @@
 
     python -m traces.dump resnet50 --layer layer2.0.conv2 --gpu v100 -o conv2.h5
     python -m traces.dump my_layers.json --layer mine --batch 4 --tile 128x64x8 -o mine.h5
+    python -m traces.dump vgg16 --layer conv3_1 --op dgrad -o conv3_1_dgrad.h5
 
 NETWORK is a network name (``traces.NETWORKS``), a JSON layer file (``traces.load_layers``) or an ONNX model
 (``traces.load_onnx``), resolved by ``traces.resolve_layers``.
@@ -22,7 +23,7 @@ from tqdm import tqdm
 
 from simcore.gpus import GPUS, gpu as lookup_gpu
 
-from .kernel import DTYPE_BYTES, LAYOUTS, KernelConfig
+from .kernel import DTYPE_BYTES, LAYOUTS, OPS, KernelConfig
 from .layer import ConvLayer
 from .networks import NETWORKS
 from .resolve import resolve_layers
@@ -60,6 +61,8 @@ def create_parser() -> argparse.ArgumentParser:
     parser.add_argument("--layout", default="nhwc", help=f"tensor layout ({', '.join(LAYOUTS)}; default nhwc)")
     parser.add_argument("--dtype", default="fp32", help=f"element type ({', '.join(DTYPE_BYTES)}; default fp32)")
     parser.add_argument("--tile", default="128x128x8", metavar="MxNxK", help="CTA tile (default 128x128x8)")
+    parser.add_argument("--op", default="fprop", choices=OPS,
+                        help="pass: fprop, dgrad (dx) or wgrad (dw) of the forward layer (default fprop)")
     parser.add_argument("--compression", default="lzf", choices=("lzf", "gzip"),
                         help="HDF5 compression (default lzf)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -93,10 +96,10 @@ def check_arguments(args) -> Resolved:
         raise ValueError(str(err)) from None
     try:
         kernel = KernelConfig.from_tile(args.tile, layout=args.layout.strip().lower(),
-                                        dtype=args.dtype.strip().lower())
+                                        dtype=args.dtype.strip().lower(), op=args.op)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"bad kernel (--tile {args.tile} --layout {args.layout} --dtype {args.dtype}): "
-                         f"{err}") from None
+        raise ValueError(f"bad kernel (--tile {args.tile} --layout {args.layout} --dtype {args.dtype} "
+                         f"--op {args.op}): {err}") from None
     try:
         kernel.check_layer(layer)
         kernel.l1_config(the_gpu)
@@ -111,16 +114,11 @@ def check_arguments(args) -> Resolved:
     return Resolved(layer, the_gpu, kernel, output)
 
 
-def _with_progress(chunks, layer, kernel, enabled):
+def _with_progress(chunks, plan, layer, enabled):
     """Pass ``chunks`` through, advancing a tqdm bar by CTAs whose output stores have been issued."""
-    tiles_m = -(-layer.gemm_m // kernel.tile_m)
-    tiles_n = -(-layer.gemm_n // kernel.tile_n)
-    width = 1 << kernel.swizzle_log
-    grid = tiles_m * width * -(-tiles_n // width)    # linear block ids, swizzled grid included
-    done = np.zeros(grid, dtype=bool)
-    tiles = tiles_m * tiles_n
+    done = np.zeros(plan.blocks, dtype=bool)        # linear block ids, swizzled grid included
     finished = 0
-    with tqdm(total=tiles, unit="CTA", desc=layer.name or "layer", disable=not enabled, file=sys.stderr,
+    with tqdm(total=plan.ctas, unit="CTA", desc=layer.name or "layer", disable=not enabled, file=sys.stderr,
               leave=False) as bar:
         for chunk in chunks:
             if _STOP.is_set():
@@ -145,14 +143,14 @@ def _size(n: int) -> str:
 def run(args) -> int:
     """Check ``args``, generate the layer's request stream and write it. Returns 0."""
     resolved = check_arguments(args)
-    from .stream import iter_request_chunks
+    from .stream import iter_request_chunks, plan_stream
     from .tracefile import write_trace
 
     layer, the_gpu, kernel, output = resolved
-    chunks = _with_progress(iter_request_chunks(layer, the_gpu, kernel), layer, kernel,
-                            enabled=not args.no_progress)
+    chunks = _with_progress(iter_request_chunks(layer, the_gpu, kernel), plan_stream(layer, the_gpu, kernel),
+                            layer, enabled=not args.no_progress)
     trace = write_trace(output, chunks, layer, kernel, the_gpu, compression=args.compression)
-    print(f"{output}: {layer.name} on {the_gpu.name} ({kernel.tile_m}x{kernel.tile_n}x{kernel.tile_k} "
+    print(f"{output}: {layer.name} {kernel.op} on {the_gpu.name} ({kernel.tile_m}x{kernel.tile_n}x{kernel.tile_k} "
           f"{kernel.layout} {kernel.dtype}, batch {layer.n}): {trace.n_requests} requests, "
           f"{trace.n_sectors} sectors, {_size(trace.size_bytes)}")
     return 0

@@ -1,4 +1,10 @@
-"""`KernelConfig`: the CTA-tiled implicit-GEMM kernel and its thread maps (DESIGN section 3)."""
+"""`KernelConfig`: the CTA-tiled implicit-GEMM kernel and its thread maps (DESIGN sections 3 and 3a).
+
+``op`` picks the convolution pass (CUTLASS ``conv::Operator``): ``fprop`` (y from x and w), ``dgrad``
+(dx from dy and w) or ``wgrad`` (dw from dy and x); the layer is always the forward layer. Operand labels
+stay GEMM operands: A and B are loaded, C is stored (fprop: A = x, B = w, C = y; dgrad: A = dy, B = w,
+C = dx; wgrad: A = dy, B = x, C = dw). dgrad and wgrad are defined for ``nhwc`` only.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -6,6 +12,7 @@ import numbers
 from typing import NamedTuple
 
 LAYOUTS = ("nhwc", "nchw")
+OPS = ("fprop", "dgrad", "wgrad")
 DTYPE_BYTES = {"fp32": 4, "fp16": 2}
 OPERAND_A, OPERAND_B, OPERAND_C = 0, 1, 2
 
@@ -34,6 +41,7 @@ def _int_field(field: str, value, minimum: int = 1) -> int:
 
 
 def make_thread_map(operand: str, contiguous: int, strided: int, threads: int, vector: int) -> ThreadMap:
+    """The stripmined thread map of one operand tile; ValueError unless it tiles the operand exactly."""
     if contiguous % vector:
         raise ValueError(f"KernelConfig: operand {operand} contiguous tile extent {contiguous} is not a "
                          f"multiple of vector={vector}")
@@ -50,7 +58,7 @@ def make_thread_map(operand: str, contiguous: int, strided: int, threads: int, v
 
 @dataclasses.dataclass(frozen=True)
 class KernelConfig:
-    """A CTA-tiled implicit-GEMM forward-convolution kernel (defaults: CUTLASS SIMT fp32 128x128x8).
+    """A CTA-tiled implicit-GEMM convolution kernel (defaults: CUTLASS SIMT fp32 128x128x8 Fprop).
 
     Parameters
     ----------
@@ -69,6 +77,10 @@ class KernelConfig:
         Force CTAs resident per SM; None: the occupancy limit.
     swizzle_log : int
         log2 of the GemmIdentityThreadblockSwizzle width.
+    op : {"fprop", "dgrad", "wgrad"}
+        The pass (DESIGN section 3a); ``dgrad`` and ``wgrad`` need layout ``nhwc``. Thread maps (contiguous
+        x strided extent): fprop nhwc A (tile_k x tile_m), B (tile_k x tile_n); nchw A (tile_m x tile_k);
+        dgrad A (tile_k x tile_m), B (tile_n x tile_k); wgrad A (tile_m x tile_k), B (tile_n x tile_k).
     """
 
     tile_m: int = 128
@@ -82,6 +94,7 @@ class KernelConfig:
     regs_per_thread: int = 128
     ctas_per_sm: int | None = None
     swizzle_log: int = 0
+    op: str = "fprop"
 
     def __post_init__(self):
         for field in ("tile_m", "tile_n", "tile_k", "threads", "vector", "stages", "regs_per_thread"):
@@ -95,6 +108,11 @@ class KernelConfig:
             raise ValueError(f"KernelConfig.threads must be a multiple of 32 (a warp), got {self.threads}")
         if self.layout not in LAYOUTS:
             raise ValueError(f"KernelConfig.layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.op not in OPS:
+            raise ValueError(f"KernelConfig.op must be one of {OPS}, got {self.op!r}")
+        if self.op != "fprop" and self.layout != "nhwc":
+            raise ValueError(f"KernelConfig.op={self.op!r} is defined for layout 'nhwc' only (DESIGN section 3a), "
+                             f"got layout {self.layout!r}")
         if self.dtype not in DTYPE_BYTES:
             raise ValueError(f"KernelConfig.dtype must be one of {tuple(DTYPE_BYTES)}, got {self.dtype!r}")
         if self.layout == "nchw" and self.vector != 1:
@@ -120,13 +138,26 @@ class KernelConfig:
 
     @property
     def thread_map_a(self) -> ThreadMap:
-        if self.layout == "nhwc":
-            return make_thread_map("A", self.tile_k, self.tile_m, self.threads, self.vector)
-        return make_thread_map("A", self.tile_m, self.tile_k, self.threads, self.vector)
+        if self.layout == "nchw" or self.op == "wgrad":     # contiguous rows m (nchw) or filters k (wgrad)
+            return make_thread_map(self._operand("A"), self.tile_m, self.tile_k, self.threads, self.vector)
+        return make_thread_map(self._operand("A"), self.tile_k, self.tile_m, self.threads, self.vector)
 
     @property
     def thread_map_b(self) -> ThreadMap:
-        return make_thread_map("B", self.tile_k, self.tile_n, self.threads, self.vector)
+        if self.op == "fprop":
+            return make_thread_map("B", self.tile_k, self.tile_n, self.threads, self.vector)
+        return make_thread_map(self._operand("B"), self.tile_n, self.tile_k, self.threads, self.vector)
+
+    def _operand(self, name: str) -> str:
+        return name if self.op == "fprop" else f"{name} ({self.op})"
+
+    def gemm_shape(self, layer) -> tuple:
+        """(GEMM-M, GEMM-N, GEMM-K) of ``layer`` for this kernel's op (DESIGN section 3a)."""
+        if self.op == "dgrad":
+            return layer.n * layer.h * layer.w, layer.c, layer.k * layer.r * layer.s
+        if self.op == "wgrad":
+            return layer.k, layer.r * layer.s * layer.c, layer.gemm_m
+        return layer.gemm_m, layer.k, layer.gemm_k
 
     def resident_ctas(self, gpu) -> int:
         """CTAs per SM on ``gpu``: ``ctas_per_sm`` if set, else the occupancy limit (DESIGN section 3)."""
@@ -140,10 +171,18 @@ class KernelConfig:
         return gpu.l1_config(self.resident_ctas(gpu), self.smem_per_cta)
 
     def check_layer(self, layer) -> None:
-        """Raise ValueError if ``layer`` cannot run with this kernel (vector vs contiguous extent)."""
+        """Raise ValueError if ``layer`` cannot run with this kernel: a contiguous extent (C for x and w;
+        K for dy in dgrad and wgrad) not a multiple of ``vector``, or a strided dgrad with dilation."""
+        name = layer.name or layer
         if self.layout == "nhwc" and layer.c % self.vector:
-            raise ValueError(f"layer {layer.name or layer}: C={layer.c} is not a multiple of "
+            raise ValueError(f"layer {name}: C={layer.c} is not a multiple of "
                              f"KernelConfig.vector={self.vector} (nhwc contiguous extent)")
+        if self.op != "fprop" and layer.k % self.vector:
+            raise ValueError(f"layer {name}: K={layer.k} is not a multiple of KernelConfig.vector={self.vector} "
+                             f"({self.op}: contiguous extent of dy)")
+        if self.op == "dgrad" and layer.stride != (1, 1) and layer.dilation != (1, 1):
+            raise ValueError(f"layer {name}: strided dgrad (stride={layer.stride}) with dilation={layer.dilation} "
+                             f"is not supported (CUTLASS's strided Dgrad rejects dilation > 1)")
 
     @classmethod
     def from_tile(cls, text: str, **kwargs) -> "KernelConfig":

@@ -36,8 +36,9 @@ def _check_jobs(jobs):
 
 def simulate_layer(layer, gpu, kernel, *, jobs=None, max_sectors: int = _CHUNK_SECTORS) -> dict:
     """Simulate ``layer`` with ``kernel`` on ``gpu``: every request of the exact stream (DESIGN
-    section 3) through the per-SM L1s and the sliced L2 (section 4). Returns the metric counts of
-    DESIGN section 5 (totals and per operand ``:A``, ``:B``, ``:C``).
+    sections 3 and 3a) through the per-SM L1s and the sliced L2 (section 4). Returns the metric counts of
+    DESIGN section 5 (totals and per operand ``:A``, ``:B``, ``:C``: the GEMM operands of ``kernel.op``,
+    fprop x, w, y; dgrad dy, w, dx; wgrad dy, x, dw).
 
     ``jobs``: Numba threads for the duration (None: the current setting); the cache hierarchy runs
     its SMs' L1s and its L2 slices in parallel over them. The stream is generated in the calling

@@ -1,11 +1,18 @@
-"""The exact global-memory request stream of the CTA-tiled implicit-GEMM kernel (DESIGN section 3).
+"""The exact global-memory request stream of the CTA-tiled implicit-GEMM kernel (DESIGN sections 3, 3a).
 
 `iter_request_chunks(layer, gpu, kernel)` yields the stream in fixed-size chunks (`RequestChunk`):
 every warp-level load/store request, in global issue order (dispatch passes, rounds, SMs, slots,
-A then B requests of a k-step, then the CTA's stores), with the distinct 32-byte sectors each request
-touches, ascending. The generator is a resumable Numba kernel: the scheduler state lives in a few
-small arrays, so it fills a fixed-size buffer, returns, and continues where it stopped. Memory never
-grows with the trace length.
+A then B requests of a k-step, then the CTA's stores in the epilogue's order), with the distinct 32-byte
+sectors each request touches, ascending. The generator is a resumable Numba kernel: the scheduler state
+lives in a few small arrays, so it fills a fixed-size buffer, returns, and continues where it stopped.
+Memory never grows with the trace length.
+
+``kernel.op`` picks the pass: fprop (A = x, B = w, C = y), dgrad (A = dy, B = w, C = dx) or wgrad
+(A = dy, B = x, C = dw); the layer is the forward layer, and tensors lie as DESIGN section 3 places them
+(x-shaped at 0, then w-shaped, then y-shaped). One plan per op (`plan_stream`) and one compiled walk
+(`traces._generate`): an op changes how a CTA starts, its k-step count and order, and how a k-step's
+requests and the stores are emitted. What `traces/KERNELS.md` adds to DESIGN (strided dgrad's idle CTAs,
+the epilogue's warp arrangement) is implemented here.
 
 Implementation notes (all exact, no approximation):
 
@@ -13,19 +20,23 @@ Implementation notes (all exact, no approximation):
   contiguous offsets. A segment's valid lanes cover one contiguous byte range (predicates along the
   contiguous dimension -- c < C, gk < C R S, k < K -- clip a prefix), so its sectors are one range.
   Only the nchw A operand (contiguous = output rows m, whose padding predicate differs per lane) and
-  the nchw stores (rows may cross an image boundary) are generated lane by lane.
-* Per-CTA row information (image offset, p*stride-pad, q*stride-pad) is computed once when a CTA is
-  dispatched; an invalid row (m >= M) gets a large negative h-origin, so the padding test rejects it.
+  the nchw stores (rows may cross an image boundary) are generated lane by lane; wgrad's B segments
+  (contiguous = rsc) are split where the filter position changes.
+* Per-CTA row information (image offset, p*stride-pad, q*stride-pad; dgrad: dy's (p, q) origin of each
+  dx row) is computed once when a CTA is dispatched; an invalid row (m >= M) gets a large negative
+  h-origin, so the padding test rejects it. Rows whose strided index is the k-step's (dgrad B, wgrad A
+  and B) are computed per k-step.
 * A request's sectors are kept sorted and distinct by insertion into the output buffer (appends are
   the common case).
 * The generator stops between CTA steps when the buffer cannot hold another step's worst case, so
   the buffer is at least one step's worth (``max_sectors`` is raised to that if smaller).
-* Fast path (_UNI: nhwc with t_c dividing 32, e.g. the default kernels): every segment is one whole
-  tile row, so a request is `rpw` = 32 / t_c consecutive rows, all with the k-step's channel range;
-  the rows of a CTA are stored in request order. Valid rows' addresses increase by more than a row's
-  span (A: m order is (n, h, w) order; B: filters), so their sectors come sorted and distinct without
-  insertion. With _ALN (C * elem_bytes a multiple of the sector) every row spans the same sectors at
-  the same offset, and B's requests are the same in every k-step of a CTA, up to that offset.
+* Fast path (_UNI: fprop or dgrad nhwc with A's t_c dividing 32, e.g. the default kernels): every
+  segment of A (fprop: and B) is one whole tile row, so a request is `rpw` = 32 / t_c consecutive rows,
+  all with the k-step's channel range; the rows of a CTA are stored in request order. Valid rows'
+  addresses increase by more than a row's span (A: m order is (n, h, w) order; B: filters), so their
+  sectors come sorted and distinct without insertion. With _ALN (fprop, C * elem_bytes a multiple of
+  the sector) every row spans the same sectors at the same offset, and B's requests are the same in
+  every k-step of a CTA, up to that offset.
 """
 from __future__ import annotations
 
@@ -40,8 +51,10 @@ from ._generate import _generate
 from ._layout import (
     _N, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _M, _GK, _TM, _TN, _TK, _THREADS,
     _NCHW, _EB, _V, _TCA, _TSA, _IA, _TCB, _TSB, _IB, _SMS, _SLOTS, _TILES_M, _TILES_N, _SWZ, _NBLOCKS,
-    _KSTEPS, _KBLK, _XB, _WB, _YB, _SSH, _STEP_REQ, _STEP_SEC, _UNI, _RPW, _ALN, _NPARAMS, _ST_DONE)
-from .kernel import KernelConfig
+    _KSTEPS, _KBLK, _XB, _WB, _YB, _SSH, _STEP_REQ, _STEP_SEC, _UNI, _RPW, _ALN, _OP, _GN, _TMPF, _NPQ,
+    _NPARAMS, _ST_DONE, _F_SKIP, _F_NR, _F_NS, _F_PP, _F_QQ, _F_KSTEPS, _F_COLS)
+from .epilogue import store_row_order
+from .kernel import OPS, KernelConfig
 from .layer import ConvLayer
 
 __all__ = ["RequestChunk", "iter_request_chunks", "tensor_bases", "StreamPlan", "plan_stream"]
@@ -93,11 +106,13 @@ class StreamPlan(NamedTuple):
     thr_a: np.ndarray       # (threads, 2): contiguous offset, strided offset of each thread for A
     perm_a: np.ndarray      # tile rows of A / B in the order the generator stores them (_UNI: request
     perm_b: np.ndarray      # order, rows q*rpw .. q*rpw+rpw-1 are request q; else identity)
+    fpos: np.ndarray        # filter positions (`_layout._F_*` columns): strided dgrad's starting positions
+    store_order: np.ndarray # tile rows in the order the epilogue stores them (`traces.epilogue`)
     slots: int
     sms: int
     step_requests: int
     step_sectors: int
-    ksteps: int
+    ctas: int               # CTAs that run (in the grid, not skipped); each stores once
     blocks: int
 
 
@@ -155,24 +170,53 @@ def check_inputs(layer, gpu, kernel) -> int:
     return slots
 
 
+def _filter_positions(layer: ConvLayer, kernel: KernelConfig, ksteps: int):
+    """The filter-position table (`_layout._F_*` columns) and tile_m per filter position. Strided dgrad
+    (DESIGN section 3a): one row per starting position f = (start_r, start_s), each owning
+    tile_m_per_filter M tiles; every other kernel: one row, all of the M tiles."""
+    table = np.zeros((1, _F_COLS), dtype=np.int64)
+    gemm_m = kernel.gemm_shape(layer)[0]
+    if kernel.op != "dgrad" or layer.stride == (1, 1):
+        table[0, [_F_NR, _F_NS, _F_PP, _F_QQ, _F_KSTEPS]] = layer.r, layer.s, layer.h, layer.w, ksteps
+        return table, -(-gemm_m // kernel.tile_m)
+    (sh, sw), (ph, pw) = layer.stride, layer.pad
+    per_filter = -(-layer.n * -(-layer.h // sh) * -(-layer.w // sw) // kernel.tile_m)
+    table = np.zeros((sh * sw, _F_COLS), dtype=np.int64)
+    kblocks = -(-layer.k // kernel.tile_k)
+    for f in range(sh * sw):
+        r0, s0 = divmod(f, sw)
+        h0 = abs(sh - (ph % sh - r0)) % sh                 # strided_dgrad_starting_coords
+        w0 = abs(sw - (pw % sw - s0)) % sw
+        nr = -(-(layer.r - r0) // sh) if r0 < layer.r else 0
+        ns = -(-(layer.s - s0) // sw) if s0 < layer.s else 0
+        table[f] = (h0 >= layer.h or w0 >= layer.w, r0, s0, h0, w0, nr, ns,
+                    -(-(layer.h - h0) // sh), -(-(layer.w - w0) // sw), kblocks * nr * ns)
+    return table, per_filter
+
+
 def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
     slots = check_inputs(layer, gpu, kernel)
     nchw = kernel.layout == "nchw"
+    op = kernel.op
     ta, tb = kernel.thread_map_a, kernel.thread_map_b
     eb, v = kernel.elem_bytes, kernel.vector
-    tiles_m = -(-layer.gemm_m // kernel.tile_m)
-    tiles_n = -(-layer.k // kernel.tile_n)
-    swz = kernel.swizzle_log
-    blocks = (tiles_m << swz) * (-(-tiles_n // (1 << swz)))
+    gemm_m, gemm_n, gemm_k = kernel.gemm_shape(layer)
     if nchw:
         kblk = -(-layer.gemm_k // kernel.tile_k)
         ksteps = kblk
-    else:
-        kblk = -(-layer.c // kernel.tile_k)
+    elif op == "wgrad":
+        kblk = ksteps = -(-gemm_k // kernel.tile_k)
+    else:                                   # fprop: channel blocks of C; dgrad: filter blocks of K
+        kblk = -(-(layer.c if op == "fprop" else layer.k) // kernel.tile_k)
         ksteps = kblk * layer.r * layer.s
+    fpos, per_filter = _filter_positions(layer, kernel, ksteps)
+    tiles_m = per_filter * len(fpos)
+    tiles_n = -(-gemm_n // kernel.tile_n)
+    swz = kernel.swizzle_log
+    blocks = (tiles_m << swz) * (-(-tiles_n // (1 << swz)))
     sb = gpu.sector_bytes
     # sectors one lane can touch: a lane's bytes start at a multiple of v*eb (bases are 256-aligned,
-    # nhwc channel offsets and C are multiples of v), so one sector when v*eb divides the sector
+    # contiguous offsets and extents are multiples of v), so one sector when v*eb divides the sector
     lane_span = 1 if sb % (v * eb) == 0 else -(-(v * eb) // sb) + 1
     warps = kernel.warps
     kstep_req = warps * (ta.iterations + tb.iterations)
@@ -183,12 +227,12 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
     step_req = max(kstep_req, store_req)
     step_sec = max(kstep_req, store_req) * 32 * lane_span
     x_base, w_base, y_base = tensor_bases(layer, kernel)
-    # nhwc with t_c dividing 32 (A and B have the same t_c): every segment is one whole tile row, a
-    # warp's segments are `rpw` consecutive rows, all with the k-step's channel range
-    uni = not nchw and 32 % ta.t_c == 0
-    # ... and every row address (A and B) a multiple of the sector: a k-step's rows all span the same
-    # number of sectors, starting at the row address plus the same offset
-    aln = uni and (layer.c * eb) % sb == 0 and x_base % sb == 0 and w_base % sb == 0
+    # fprop and dgrad nhwc with t_c dividing 32: every segment of A is one whole tile row, a warp's
+    # segments are `rpw` consecutive rows, all with the k-step's channel range (fprop: B too)
+    uni = not nchw and op != "wgrad" and 32 % ta.t_c == 0
+    # ... and (fprop) every row address (A and B) a multiple of the sector: a k-step's rows all span the
+    # same number of sectors, starting at the row address plus the same offset
+    aln = uni and op == "fprop" and (layer.c * eb) % sb == 0 and x_base % sb == 0 and w_base % sb == 0
     params = np.zeros(_NPARAMS, dtype=np.int64)
     vals = {
         _N: layer.n, _C: layer.c, _H: layer.h, _W: layer.w, _K: layer.k, _R: layer.r, _S: layer.s,
@@ -201,6 +245,7 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
         _NBLOCKS: blocks, _KSTEPS: ksteps, _KBLK: kblk, _XB: x_base, _WB: w_base, _YB: y_base,
         _SSH: sb.bit_length() - 1, _STEP_REQ: step_req, _STEP_SEC: step_sec,
         _UNI: int(uni), _RPW: 32 // ta.t_c if uni else 0, _ALN: int(aln),
+        _OP: OPS.index(op), _GN: gemm_n, _TMPF: per_filter, _NPQ: layer.gemm_m,
     }
     for key, value in vals.items():
         params[key] = value
@@ -208,9 +253,10 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
     seg_b, seg_b_start = _segments(tb, kernel.threads)
     thr_a = _thread_offsets(ta, kernel.threads)
     perm_a = _request_order(ta, warps, kernel.tile_m, uni)
-    perm_b = _request_order(tb, warps, kernel.tile_n, uni)
-    return StreamPlan(params, seg_a, seg_a_start, seg_b, seg_b_start, thr_a, perm_a, perm_b, slots, gpu.sms,
-                      step_req, step_sec, ksteps, blocks)
+    perm_b = _request_order(tb, warps, kernel.tile_n, uni and op == "fprop")
+    ctas = sum(per_filter * tiles_n for row in fpos if not row[_F_SKIP])
+    return StreamPlan(params, seg_a, seg_a_start, seg_b, seg_b_start, thr_a, perm_a, perm_b, _frozen(fpos),
+                      store_row_order(kernel), slots, gpu.sms, step_req, step_sec, ctas, blocks)
 
 
 @functools.lru_cache(maxsize=64)
@@ -250,17 +296,19 @@ class _Generator:
         self.maps = (np.ascontiguousarray(plan.seg_a[:, 0]), np.ascontiguousarray(plan.seg_a[:, 1:]),
                      plan.seg_a_start, np.ascontiguousarray(plan.seg_b[:, 0]),
                      np.ascontiguousarray(plan.seg_b[:, 1:]), plan.seg_b_start, plan.thr_a,
-                     plan.perm_a, plan.perm_b)
+                     plan.perm_a, plan.perm_b, plan.fpos, plan.store_order)
         # np.empty: every entry is written before it is read (a slot's when a CTA starts in it)
         e, i8 = np.empty, np.int64
         self.state = np.zeros(6, dtype=i8)
-        self.sched = (self.state, np.full(slots_total, -1, dtype=i8), e(slots_total, i8), e(slots_total, i8),
-                      e(slots_total, i8))
+        self.sched = (self.state, np.full(slots_total, -1, dtype=i8)) + tuple(e(slots_total, i8) for _ in range(5))
+        # wgrad: B's segments in pieces of one filter position, at most one per thread (C % vector == 0)
+        pieces = int(prm[_THREADS]) if int(prm[_OP]) == OPS.index("wgrad") else 1
         self.rows = (e((slots_total, tm), i8), e((slots_total, tm), i8), e((slots_total, tm), i8),
                      e((slots_total, tm), i8), e((slots_total, tn), i8), e((slots_total, tn), i8),
-                     e((slots_total, nq_b, 2), i8), e((slots_total, 2), i8))
+                     e((slots_total, nq_b, 2), i8), e((slots_total, 2), i8), e((slots_total, pieces, 4), i8),
+                     e((slots_total, len(plan.seg_b) + 1), i8))
         self.scratch = (e(tm, i8), e(len(plan.seg_a), i8), e(len(plan.seg_a), i8), e(len(plan.seg_b), i8),
-                        e(len(plan.seg_b), i8), e(tk, i8), e(tk, i8), e(tk, i8))
+                        e(len(plan.seg_b), i8), e(tk, i8), e(tk, i8), e(tk, i8), e(tk, i8))
         self.cap_req, self.cap_sec = cap_req, cap_sec
 
     def new_buffers(self):

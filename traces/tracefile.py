@@ -8,6 +8,9 @@ Layout of a file (format ``"deltasim-trace"``, version `FORMAT_VERSION`)::
     attrs: format, format_version, package_version, layer, kernel, gpu (JSON), requests, sectors,
            compression
 
+The ``kernel`` attribute holds every `KernelConfig` field, the op included (``operand`` 0 / 1 / 2 are
+that op's GEMM operands A / B / C); a file written before the op existed has none and reads as fprop.
+
 ``first`` is the *global* index of a request's first sector in ``/sectors``; requests are stored
 back to back (``first[i + 1] == first[i] + count[i]``), whatever the layout of the chunks written.
 Every dataset is chunked, compressed, checksummed (Fletcher-32) and resizable: `write_trace` appends chunk by chunk, so memory

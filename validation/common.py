@@ -112,14 +112,16 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
                        help="elements per thread access (default: %(default)s)")
     group.add_argument("--threads", default=256, type=parse_positive_int, metavar="T",
                        help="threads per CTA (default: %(default)s)")
+    group.add_argument("--op", default="fprop", choices=("fprop", "dgrad", "wgrad"),
+                       help="convolution pass of the forward layer (default: %(default)s)")
 
 
 def kernel_from_args(args):
-    """Build the KernelConfig from --tile/--layout/--dtype/--vector/--threads (ValueError if invalid)."""
+    """Build the KernelConfig from --tile/--layout/--dtype/--vector/--threads/--op (ValueError if invalid)."""
     from traces import KernelConfig
     try:
         return KernelConfig.from_tile(args.tile, layout=args.layout, dtype=args.dtype, vector=args.vector,
-                                      threads=args.threads)
+                                      threads=args.threads, op=getattr(args, "op", "fprop"))
     except (TypeError, ValueError) as err:
         raise CLIError(f"--tile {args.tile}: {err}" if "tile must look like" in str(err) else str(err)) from None
 

@@ -1,0 +1,217 @@
+"""The dgrad and wgrad building blocks of the request generator (Numba, DESIGN section 3a): starting a
+CTA and one k-step. The walk (`traces._generate`), the request emitters (`traces._emit`) and the stores
+(`traces._steps._stores`) are shared with fprop.
+
+dgrad: A = dy, rows m <-> dx pixels (n, h, w) kept per CTA like fprop's A rows (h/w origins in dy's
+(p, q) frame, shifted by -r dil_h / -s dil_w, or by -i for the i-th position of strided dgrad); B = w,
+rows k = k0 .. k0 + tile_k - 1 of the k-step, columns the CTA's channels. wgrad: A = dy, rows npq of the
+k-step, columns the CTA's filters; B = x, rows npq of the k-step, columns rsc of the CTA split into
+pieces of one filter position (not clipped to R S C: CUTLASS loads past GEMM-N)."""
+from __future__ import annotations
+
+import numba
+
+from ._emit import _close_request, _emit_rows, _emit_segments, _insert_range, _segment_offsets, _shift_rows
+from ._layout import (
+    _BIG, _U, _N, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _TM, _TN, _TK, _THREADS, _EB,
+    _TSA, _IA, _TSB, _IB, _XB, _WB, _YB, _SSH, _UNI, _RPW, _TMPF, _NPQ, _F_R0, _F_S0, _F_H0, _F_W0, _F_NR,
+    _F_NS, _F_PP, _F_QQ)
+
+# Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
+# code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
+# updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
+_JIT_DEPS_SHA256 = "18ef44dc24479bdf"
+
+
+@numba.njit(cache=True)
+def _start_dgrad(prm, maps, rows, idx, tm, f):
+    """Rows of a new dgrad CTA in slot idx, starting filter position f: for each A row (perm_a order) the
+    dy (p, q) origin and byte address at the CTA's first filter position; for each store row the dx
+    address. Rows past the image (n >= N) get -_BIG origins and no store."""
+    N = prm[_N]; C = prm[_C]; H = prm[_H]; W = prm[_W]; K = prm[_K]; P = prm[_P]; Q = prm[_Q]
+    SH = prm[_SH]; SW = prm[_SW]; TM = prm[_TM]; EB = prm[_EB]
+    fpos, perm_a = maps[9], maps[7]
+    row_hb, row_wb, row_base, row_y = rows[0], rows[1], rows[2], rows[3]
+    strided = fpos.shape[0] > 1
+    r0 = fpos[f, _F_R0]; s0 = fpos[f, _F_S0]; h0 = fpos[f, _F_H0]; w0 = fpos[f, _F_W0]
+    PP = fpos[f, _F_PP]; QQ = fpos[f, _F_QQ]
+    rows_per_filter = prm[_TMPF] * TM
+    for p in range(TM):
+        i = perm_a[p]
+        m = tm * TM + i
+        if strided:                    # rows remapped to the dx pixels of this starting position
+            m = m % rows_per_filter
+            n = m // (PP * QQ)
+            rest = m - n * PP * QQ
+            h = h0 + (rest // QQ) * SH
+            w = w0 + (rest % QQ) * SW
+            hb = (h + prm[_PH] - r0) // SH     # exact: (h + pad_h - start_r) is a multiple of stride_h
+            wb = (w + prm[_PW] - s0) // SW
+        else:
+            n = m // (H * W)
+            rest = m - n * H * W
+            h = rest // W
+            w = rest - h * W
+            hb = h + prm[_PH]
+            wb = w + prm[_PW]
+        if n < N:
+            row_hb[idx, p] = hb
+            row_wb[idx, p] = wb
+            row_base[idx, p] = prm[_YB] + ((n * P + hb) * Q + wb) * K * EB
+            row_y[idx, i] = prm[_XB] + ((n * H + h) * W + w) * C * EB
+        else:
+            row_hb[idx, p] = -_BIG
+            row_wb[idx, p] = -_BIG
+            row_base[idx, p] = 0
+            row_y[idx, i] = -1
+
+
+@numba.njit(cache=True)
+def _step_dgrad(prm, maps, rows, scratch, f, idx, ks, n0, o_first, o_count, o_sec, nreq, nsec):
+    """Load requests of dgrad k-step ks of the CTA in slot idx (starting filter position f, channels
+    n0 ..); returns (end of A's requests, nreq, nsec)."""
+    C = prm[_C]; K = prm[_K]; P = prm[_P]; Q = prm[_Q]; RS = prm[_R] * prm[_S]; S = prm[_S]
+    TM = prm[_TM]; TK = prm[_TK]; EB = prm[_EB]; SSH = prm[_SSH]; WARPS = prm[_THREADS] // 32
+    seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start = maps[:6]
+    fpos = maps[9]
+    ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off = scratch[:6]
+    # k-step order: for k0: for r in (start_r, +stride_h ..): for s in (start_s, +stride_w ..)
+    ns = fpos[f, _F_NS]
+    npos = fpos[f, _F_NR] * ns
+    kb = ks // npos
+    ir = (ks - kb * npos) // ns
+    js = ks - kb * npos - ir * ns
+    r = fpos[f, _F_R0] + ir * prm[_SH]
+    s = fpos[f, _F_S0] + js * prm[_SW]
+    dr = -ir * prm[_DH]                 # dy row p = origin - r dil_h (stride 1) or origin - ir (strided)
+    ds = -js * prm[_DW]
+    k0 = kb * TK
+    # A (dy): contiguous = filters k0 .., strided = the CTA's rows
+    _shift_rows(rows[0], rows[1], rows[2], idx, TM, dr, ds, (dr * Q + ds) * K * EB, P, Q, ra_a)
+    if prm[_UNI]:
+        nreq, nsec = _emit_rows(ra_a.reshape(1, TM), 0, TM, prm[_RPW], k0 * EB, min(k0 + TK, K) * EB - 1, SSH,
+                                o_first, o_count, o_sec, nreq, nsec)
+    else:
+        _segment_offsets(seg_a_co, sa_lo, sa_hi, k0, K, 0, EB)
+        nreq, nsec = _emit_segments(ra_a, seg_a_so, sa_lo, sa_hi, seg_a_start, WARPS, prm[_IA], prm[_TSA], SSH,
+                                    o_first, o_count, o_sec, nreq, nsec)
+    q1 = nreq
+    # B (w, KRSC): contiguous = the CTA's channels, strided = filters k0 + j at (r, s)
+    for j in range(TK):
+        k = k0 + j
+        kt_off[j] = prm[_WB] + ((k * RS + r * S + s) * C) * EB if k < K else -1
+    _segment_offsets(seg_b_co, sb_lo, sb_hi, n0, C, 0, EB)
+    nreq, nsec = _emit_segments(kt_off, seg_b_so, sb_lo, sb_hi, seg_b_start, WARPS, prm[_IB], prm[_TSB], SSH,
+                                o_first, o_count, o_sec, nreq, nsec)
+    return q1, nreq, nsec
+
+
+@numba.njit(cache=True)
+def _start_wgrad(prm, maps, rows, idx, tm, tn):
+    """A new wgrad CTA in slot idx: store rows (filters k, dw row addresses) and B's segments split into
+    pieces of one filter position (r, s): dil-scaled offsets and the byte range relative to a row's
+    address, for columns rsc = tn tile_n + contiguous offset (past GEMM-N included)."""
+    C = prm[_C]; W = prm[_W]; K = prm[_K]; S = prm[_S]; TM = prm[_TM]; EB = prm[_EB]
+    DH = prm[_DH]; DW = prm[_DW]
+    seg_b_co = maps[4]
+    row_y, pieces, piece_start = rows[3], rows[8], rows[9]
+    rsc_pitch = prm[_R] * S * C * EB
+    for i in range(TM):
+        k = tm * TM + i
+        row_y[idx, i] = prm[_WB] + k * rsc_pitch if k < K else -1
+    n0 = tn * prm[_TN]
+    npc = 0
+    for sg in range(seg_b_co.shape[0]):
+        piece_start[idx, sg] = npc
+        a = n0 + seg_b_co[sg, 0]
+        end = n0 + seg_b_co[sg, 1]
+        while a < end:
+            r = a // (S * C)
+            s = (a - r * S * C) // C
+            c = a - (r * S + s) * C
+            e = min(end, a + C - c)
+            off = (r * DH * W + s * DW) * C + c
+            pieces[idx, npc, 0] = r * DH
+            pieces[idx, npc, 1] = s * DW
+            pieces[idx, npc, 2] = off * EB
+            pieces[idx, npc, 3] = (off + e - a) * EB - 1
+            npc += 1
+            a = e
+    piece_start[idx, seg_b_co.shape[0]] = npc
+
+
+@numba.njit(cache=True)
+def _emit_pieces(kt_off, kt_rh, kt_sw, seg_so, seg_start, pieces, piece_start, idx, warps, iters, t_s, ih, iw,
+                 ssh, o_first, o_count, o_sec, nreq, nsec):
+    """wgrad B requests: row i (kt_off[i]: byte address of x at its (h, w) origin, kt_rh/kt_sw[i]: the
+    origin) of each segment, every piece whose (h, w) lies in the image."""
+    sb = 1 << ssh
+    mask = -sb
+    for wp in range(warps):
+        for j in range(iters):
+            first = nsec
+            cnt = 0
+            last = -1
+            for sg in range(seg_start[wp], seg_start[wp + 1]):
+                i = seg_so[sg] + j * t_s
+                hb = kt_rh[i]
+                wb = kt_sw[i]
+                base = kt_off[i]
+                for pc in range(piece_start[idx, sg], piece_start[idx, sg + 1]):
+                    h = hb + pieces[idx, pc, 0]
+                    w = wb + pieces[idx, pc, 1]
+                    if h < 0 or h >= ih or w < 0 or w >= iw:
+                        continue
+                    lo = base + pieces[idx, pc, 2]
+                    hi = base + pieces[idx, pc, 3]
+                    x = lo & mask
+                    xe = hi & mask
+                    if x > last:               # common case: append the piece's sectors
+                        while x <= xe:
+                            o_sec[_U(first + cnt)] = x
+                            cnt += 1
+                            x += sb
+                    else:
+                        cnt = _insert_range(o_sec, first, cnt, lo, hi, ssh)
+                    last = o_sec[first + cnt - 1]
+            if cnt > 0:
+                nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
+    return nreq, nsec
+
+
+@numba.njit(cache=True)
+def _step_wgrad(prm, maps, rows, scratch, idx, ks, m0, o_first, o_count, o_sec, nreq, nsec):
+    """Load requests of wgrad k-step ks (npq = ks tile_k ..) of the CTA in slot idx (filters m0 ..);
+    returns (end of A's requests, nreq, nsec)."""
+    H = prm[_H]; W = prm[_W]; C = prm[_C]; K = prm[_K]; Q = prm[_Q]; PQ = prm[_P] * Q; NPQ = prm[_NPQ]
+    TK = prm[_TK]; EB = prm[_EB]; SSH = prm[_SSH]; WARPS = prm[_THREADS] // 32
+    seg_a_so, seg_a_co, seg_a_start, seg_b_so = maps[0], maps[1], maps[2], maps[3]
+    seg_b_start = maps[5]
+    sa_lo, sa_hi, kt_off, kt_rh, kt_sw, kt_a = scratch[1], scratch[2], scratch[5], scratch[6], scratch[7], scratch[8]
+    npq0 = ks * TK
+    for j in range(TK):
+        npq = npq0 + j
+        if npq < NPQ:
+            n = npq // PQ
+            p = (npq - n * PQ) // Q
+            q = npq - n * PQ - p * Q
+            hb = p * prm[_SH] - prm[_PH]
+            wb = q * prm[_SW] - prm[_PW]
+            kt_a[j] = prm[_YB] + npq * K * EB
+            kt_rh[j] = hb
+            kt_sw[j] = wb
+            kt_off[j] = prm[_XB] + ((n * H + hb) * W + wb) * C * EB
+        else:
+            kt_a[j] = -1
+            kt_rh[j] = -_BIG
+            kt_sw[j] = -_BIG
+            kt_off[j] = 0
+    # A (dy, NPQK): contiguous = the CTA's filters, strided = npq
+    _segment_offsets(seg_a_co, sa_lo, sa_hi, m0, K, 0, EB)
+    nreq, nsec = _emit_segments(kt_a, seg_a_so, sa_lo, sa_hi, seg_a_start, WARPS, prm[_IA], prm[_TSA], SSH,
+                                o_first, o_count, o_sec, nreq, nsec)
+    q1 = nreq
+    # B (x): contiguous = the CTA's rsc columns (pieces), strided = npq
+    nreq, nsec = _emit_pieces(kt_off, kt_rh, kt_sw, seg_b_so, seg_b_start, rows[8], rows[9], idx, WARPS, prm[_IB],
+                              prm[_TSB], H, W, SSH, o_first, o_count, o_sec, nreq, nsec)
+    return q1, nreq, nsec
