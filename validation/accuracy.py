@@ -28,6 +28,7 @@ from simcore import metrics as M
 from .calibrate import _cases, simulate_cases
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_output_path,
                      cli_main, kernel_from_args, parse_positive_int, resolve_gpu, versions)
+from .executor import add_executor_arguments, resolve_executor
 
 __all__ = ["TARGETS", "create_parser", "check_arguments", "run", "main", "accuracy_rows"]
 
@@ -106,8 +107,7 @@ def create_parser() -> argparse.ArgumentParser:
     add_kernel_arguments(parser)
     parser.add_argument("--factors", metavar="FILE", help="reuse factors file (default: the model's defaults)")
     parser.add_argument("--cache-dir", metavar="DIR", help="simulation cache shared with compare/calibrate")
-    parser.add_argument("--jobs", type=parse_positive_int, default=1, metavar="N",
-                        help="simulate N layers at once in N processes")
+    add_executor_arguments(parser)
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -120,6 +120,7 @@ def check_arguments(args) -> None:
     from analytic import ReuseFactors
     args.kernel = kernel_from_args(args)
     args.gpus = [resolve_gpu(name) for name in args.gpu]
+    resolve_executor(args)
     args.cases = _cases(args.networks, args.gpus, args.batch, args.kernel)
     args.factors_obj = ReuseFactors.load(args.factors) if args.factors else None
     if args.cache_dir and not os.path.isdir(args.cache_dir):
@@ -131,8 +132,8 @@ def check_arguments(args) -> None:
 
 def run(args) -> int:
     from analytic import predict_layer
-    simulated = simulate_cases(args.cases, args.kernel, jobs=args.jobs, cache_dir=args.cache_dir,
-                               quiet=args.quiet)
+    simulated = simulate_cases(args.cases, args.kernel, jobs=args.jobs, scheduler=args.scheduler,
+                               cache_dir=args.cache_dir, quiet=args.quiet)
     predicted = [predict_layer(layer, gpu, args.kernel, args.factors_obj) for _, layer, gpu in args.cases]
     rows = accuracy_rows(args.cases, simulated, predicted, args.kernel)
     table = markdown_table(rows)

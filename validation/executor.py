@@ -1,0 +1,255 @@
+"""One executor for the parallel work of every CLI: this process, a local Dask cluster, or a running one.
+
+    run_cases(fn, tasks)                                  # in this process, in order (dask not imported)
+    run_cases(fn, tasks, jobs=2)                          # a LocalCluster of 2 worker processes, 1 thread each
+    run_cases(fn, tasks, scheduler="tcp://host:8786")     # a running cluster (dask scheduler + dask worker,
+                                                          #   dask-jobqueue, ...)
+    with Executor(jobs=2) as ex:                          # one cluster for several batches of tasks
+        ex.run(fn, tasks_a, on_done=...)
+        ex.run(fn, tasks_b, on_done=...)
+
+Each task is ``(args, kwargs)`` and runs ``fn(*args, **kwargs)``. On a cluster, ``fn`` and the
+arguments travel by pickle (cloudpickle): a module-level function goes by reference, so the package
+must be importable on every worker (the same deltasim installed there); dataclasses such as a
+hypothetical ``simcore.GPU`` go as data. Results come back to the calling process, where
+``on_done(index, result)`` runs as each task finishes: files are written by the caller only, and
+nothing assumes that the workers share its disk.
+
+Local workers get ``NUMBA_NUM_THREADS=1``: one simulation per process, one process per core. Each
+worker process compiles Numba's kernels into, or loads them from, its own ``__pycache__`` (or Numba's
+per-user cache when that folder is not writable), so the first task on a fresh worker takes longer.
+
+The scheduler address is ``--scheduler`` or, when neither ``--scheduler`` nor ``--jobs`` is given, the
+``DASK_SCHEDULER_ADDRESS`` environment variable (the variable Dask itself reads).
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import signal
+import socket
+import time
+import urllib.parse
+
+from .common import CLIError, parse_positive_int
+
+__all__ = ["ENV_SCHEDULER", "Executor", "run_cases", "timed_call", "add_executor_arguments",
+           "resolve_executor", "check_scheduler", "local_cores"]
+
+ENV_SCHEDULER = "DASK_SCHEDULER_ADDRESS"
+#: Seconds to wait for the scheduler's port to answer before reporting it unreachable.
+PROBE_TIMEOUT_S = 5.0
+#: Seconds the Dask client may take to connect once the port answered.
+CONNECT_TIMEOUT_S = 30.0
+_INSTALL_HINT = "pip install 'deltasim[sweep]'"
+
+
+def local_cores() -> int:
+    """Cores this process may run on (the default size of a local cluster)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def timed_call(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), seconds)``: the task's own time, measured where it runs."""
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+# ---- command-line options ------------------------------------------------------------------------
+def add_executor_arguments(parser, *, default_jobs: str = "1: in this process") -> None:
+    """``--jobs N`` and ``--scheduler ADDRESS`` (see `resolve_executor`)."""
+    group = parser.add_argument_group("parallel runs (Dask)")
+    group.add_argument("--jobs", type=parse_positive_int, default=None, metavar="N",
+                       help=f"run N tasks at once on a local Dask cluster of N worker processes, one "
+                            f"thread each (default {default_jobs}; 1 runs in this process, without Dask)")
+    group.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help=f"run the tasks on a running Dask cluster, e.g. tcp://HOST:8786 (default: "
+                            f"${ENV_SCHEDULER} when set and --jobs is not given)")
+
+
+def resolve_executor(args, *, default_jobs: int = 1) -> None:
+    """Check ``args.jobs`` / ``args.scheduler`` and settle them (CLIError: one clear line).
+
+    Afterwards ``args.scheduler`` is an address or None and ``args.jobs`` the local worker count
+    (1 = in this process; ignored with a scheduler). Dask must be importable and the scheduler's port
+    must answer (within `PROBE_TIMEOUT_S`) when they are needed.
+    """
+    jobs, scheduler = getattr(args, "jobs", None), getattr(args, "scheduler", None)
+    if scheduler is not None and jobs is not None:
+        raise CLIError("give --jobs (a local cluster) or --scheduler (a running one), not both")
+    option = "--scheduler"
+    if scheduler is None and jobs is None and os.environ.get(ENV_SCHEDULER, "").strip():
+        scheduler, option = os.environ[ENV_SCHEDULER].strip(), ENV_SCHEDULER
+    args.jobs = default_jobs if jobs is None else jobs
+    args.scheduler = None
+    if scheduler is not None:
+        _check_dask(option)
+        args.scheduler = check_scheduler(scheduler, option)
+    elif args.jobs > 1:
+        _check_dask(f"--jobs {args.jobs}")
+
+
+def _check_dask(option: str) -> None:
+    if importlib.util.find_spec("distributed") is None:
+        raise CLIError(f"{option} needs dask.distributed, which is not installed ({_INSTALL_HINT})")
+
+
+def check_scheduler(address: str, option: str = "--scheduler") -> str:
+    """The address, once its host resolves and its port accepts a connection; else CLIError."""
+    text = str(address).strip()
+    parsed = urllib.parse.urlsplit(text if "://" in text else f"tcp://{text}")
+    if parsed.scheme not in ("tcp", "tls"):
+        raise CLIError(f"{option} {text}: expected tcp://HOST:PORT or tls://HOST:PORT")
+    try:
+        host, port = parsed.hostname, parsed.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise CLIError(f"{option} {text}: expected tcp://HOST:PORT or tls://HOST:PORT")
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            pass
+    except OSError as err:
+        reason = "timed out" if isinstance(err, socket.timeout) else (err.strerror or str(err))
+        raise CLIError(f"{option} {text}: cannot reach the scheduler: {reason}") from None
+    return f"{parsed.scheme}://{parsed.netloc}"
+
+
+# ---- the executor --------------------------------------------------------------------------------
+def _apply(fn, args, kwargs):
+    return fn(*args, **kwargs)
+
+
+def dask_setup(worker) -> None:
+    """Dask preload of the local cluster's worker processes (restarted ones included): they ignore
+    SIGINT, so that Ctrl-C in a terminal, which reaches the whole process group, interrupts the client
+    alone; the client then cancels the tasks and stops the cluster."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Executor:
+    """Runs tasks in this process (``jobs == 1``, no scheduler), on a LocalCluster of ``jobs`` worker
+    processes with one thread each, or on the cluster behind ``scheduler``. A context manager: the
+    cluster starts on entry and stops on exit (a running cluster is only disconnected from)."""
+
+    def __init__(self, jobs: int = 1, scheduler: str | None = None):
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+        self.jobs, self.scheduler = jobs, scheduler
+        self._client = self._cluster = None
+
+    @property
+    def in_process(self) -> bool:
+        return self.scheduler is None and self.jobs == 1
+
+    @property
+    def task_threads(self):
+        """Numba threads a simulation task should use: None (all) in this process, else 1."""
+        return None if self.in_process else 1
+
+    def __enter__(self):
+        if self.in_process:
+            return self
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise CLIError(f"running on Dask needs dask.distributed, which is not installed ({_INSTALL_HINT})") from None
+        if self.scheduler is not None:
+            try:
+                self._client = Client(self.scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+            except (OSError, TimeoutError) as err:
+                raise CLIError(f"--scheduler {self.scheduler}: cannot connect: {' '.join(str(err).split())}") from None
+            return self
+        self._cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
+                                     dashboard_address=None, silence_logs=logging.CRITICAL,
+                                     env={"NUMBA_NUM_THREADS": "1"}, preload=[__name__])
+        self._client = Client(self._cluster, set_as_default=False)
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self) -> None:
+        client, cluster, self._client, self._cluster = self._client, self._cluster, None, None
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+    @property
+    def client(self):
+        """The ``distributed.Client`` (None in this process or before entry)."""
+        return self._client
+
+    def run(self, fn, tasks, *, on_done=None, on_error=None, progress=None, label=None) -> None:
+        """Run ``fn(*args, **kwargs)`` for every ``(args, kwargs)`` in ``tasks``; earlier tasks first.
+
+        ``on_done(index, result)`` runs here as each task finishes. A task that raises: with
+        ``on_error``, ``on_error(index, exception)`` runs and the rest go on (a task whose workers all
+        died gives ``distributed.KilledWorker``; a killed worker is otherwise replaced and its tasks
+        rerun); without, the rest are cancelled and the exception propagates. ``progress``: a tqdm
+        bar advanced by one per task, its postfix ``label(index)``. KeyboardInterrupt cancels the
+        tasks not yet finished and propagates.
+        """
+        tasks = list(tasks)
+
+        def finished(index, ok, value):
+            if ok:
+                if on_done is not None:
+                    on_done(index, value)
+            elif on_error is not None:
+                on_error(index, value)
+            else:
+                raise value
+            if progress is not None:
+                if label is not None:
+                    progress.set_postfix_str(label(index), refresh=False)
+                progress.update(1)
+
+        if self._client is None:
+            if not self.in_process:
+                raise RuntimeError("Executor.run outside its 'with' block")
+            for index, (args, kwargs) in enumerate(tasks):
+                try:
+                    value, ok = fn(*args, **kwargs), True
+                except Exception as err:  # noqa: BLE001 - handed to on_error or re-raised
+                    if on_error is None:
+                        raise
+                    value, ok = err, False
+                finished(index, ok, value)
+            return
+        self._run_dask(fn, tasks, finished)
+
+    def _run_dask(self, fn, tasks, finished) -> None:
+        from distributed import as_completed
+        client = self._client
+        futures = {}
+        try:
+            for index, (args, kwargs) in enumerate(tasks):
+                future = client.submit(_apply, fn, args, kwargs, pure=False, priority=len(tasks) - index)
+                futures[future] = index
+            for future in as_completed(list(futures), loop=client.loop):
+                index = futures.pop(future)
+                if future.status == "error":
+                    ok, value = False, future.exception()
+                else:
+                    ok, value = True, future.result()
+                future.release()
+                finished(index, ok, value)
+        finally:
+            if futures:
+                client.cancel(list(futures))
+
+
+def run_cases(fn, tasks, *, jobs: int = 1, scheduler: str | None = None, on_done=None, on_error=None,
+              progress=None, label=None) -> None:
+    """`Executor.run` on an executor of its own (started here, stopped on return)."""
+    tasks = list(tasks)
+    with Executor(jobs=1 if scheduler is None and len(tasks) <= 1 else jobs, scheduler=scheduler) as executor:
+        executor.run(fn, tasks, on_done=on_done, on_error=on_error, progress=progress, label=label)
