@@ -323,3 +323,14 @@ def test_progress_shows_cases_layers_and_time_left():
 def test_numbers_are_exact_integers(serial_doc):
     assert serial_doc["simulated"][M.L1_LD_SECTORS].dtype == np.int64
     assert (serial_doc["simulated"][M.L1_LD_SECTORS] > 0).all()
+
+
+def test_worker_of_another_version_is_refused(cluster, layers_file, tmp_path, capsys, monkeypatch):
+    import validation.common
+    installed = validation.common.package_version()
+    monkeypatch.setattr(validation.common, "package_version", lambda: "0.0.0-other")   # this client only
+    out = tmp_path / "r.h5"
+    assert sweep.main([layers_file, "--out", str(out), "--scheduler", cluster.scheduler.address]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --scheduler tcp://") and f"runs deltasim {installed}" in err and "0.0.0-other" in err
+    assert not out.exists() and not os.path.exists(journal_path(out))

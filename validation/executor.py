@@ -35,7 +35,7 @@ import urllib.parse
 from .common import CLIError, parse_positive_int
 
 __all__ = ["ENV_SCHEDULER", "Executor", "run_cases", "timed_call", "add_executor_arguments",
-           "resolve_executor", "check_scheduler", "local_cores"]
+           "resolve_executor", "check_scheduler", "local_cores", "local_cluster"]
 
 ENV_SCHEDULER = "DASK_SCHEDULER_ADDRESS"
 #: Seconds to wait for the scheduler's port to answer before reporting it unreachable.
@@ -125,6 +125,37 @@ def _apply(fn, args, kwargs):
     return fn(*args, **kwargs)
 
 
+def local_cluster(workers: int):
+    """The ``distributed.LocalCluster`` of ``--jobs``: ``workers`` processes, one thread and one Numba
+    thread each, no dashboard, workers that ignore Ctrl-C (`dask_setup`)."""
+    from distributed import LocalCluster
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                        silence_logs=logging.CRITICAL, env={"NUMBA_NUM_THREADS": "1"}, preload=[__name__])
+
+
+def worker_versions() -> tuple:
+    """``(deltasim version, simulator version)`` where this runs: a worker must match its client."""
+    from simcore.hierarchy import SIM_VERSION
+
+    from .common import package_version
+    return package_version(), SIM_VERSION
+
+
+def _check_workers(client, address) -> None:
+    """CLIError if a connected worker cannot import this package or runs another version of it."""
+    mine = worker_versions()
+    try:
+        theirs = client.run(worker_versions)
+    except Exception as err:  # noqa: BLE001 - any failure to run our code there is the same message
+        raise CLIError(f"--scheduler {address}: the workers cannot run deltasim ({type(err).__name__}: "
+                       f"{' '.join(str(err).split())}); install the same deltasim on every worker host") from None
+    for worker, version in sorted(theirs.items()):
+        if tuple(version) != mine:
+            raise CLIError(f"--scheduler {address}: worker {worker} runs deltasim {version[0]} (simulator "
+                           f"version {version[1]}), this client {mine[0]} ({mine[1]}); install the same "
+                           f"deltasim on every worker host")
+
+
 def dask_setup(worker) -> None:
     """Dask preload of the local cluster's worker processes (restarted ones included): they ignore
     SIGINT, so that Ctrl-C in a terminal, which reaches the whole process group, interrupts the client
@@ -156,7 +187,7 @@ class Executor:
         if self.in_process:
             return self
         try:
-            from distributed import Client, LocalCluster
+            from distributed import Client
         except ImportError:
             raise CLIError(f"running on Dask needs dask.distributed, which is not installed ({_INSTALL_HINT})") from None
         if self.scheduler is not None:
@@ -164,10 +195,13 @@ class Executor:
                 self._client = Client(self.scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
             except (OSError, TimeoutError) as err:
                 raise CLIError(f"--scheduler {self.scheduler}: cannot connect: {' '.join(str(err).split())}") from None
+            try:
+                _check_workers(self._client, self.scheduler)
+            except BaseException:
+                self.close()
+                raise
             return self
-        self._cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
-                                     dashboard_address=None, silence_logs=logging.CRITICAL,
-                                     env={"NUMBA_NUM_THREADS": "1"}, preload=[__name__])
+        self._cluster = local_cluster(self.jobs)
         self._client = Client(self._cluster, set_as_default=False)
         return self
 
