@@ -142,18 +142,23 @@ def worker_versions() -> tuple:
 
 
 def _check_workers(client, address) -> None:
-    """CLIError if a connected worker cannot import this package or runs another version of it."""
+    """CLIError if the scheduler (which unpickles the tasks) or a connected worker cannot import this
+    package, or runs another version of it."""
     mine = worker_versions()
-    try:
-        theirs = client.run(worker_versions)
-    except Exception as err:  # noqa: BLE001 - any failure to run our code there is the same message
-        raise CLIError(f"--scheduler {address}: the workers cannot run deltasim ({type(err).__name__}: "
-                       f"{' '.join(str(err).split())}); install the same deltasim on every worker host") from None
+    hint = "install the same deltasim on the scheduler's and every worker's host"
+    theirs = {}
+    for where, call in (("scheduler", client.run_on_scheduler), ("workers", client.run)):
+        try:
+            found = call(worker_versions)
+        except Exception as err:  # noqa: BLE001 - any failure to run our code there is the same message
+            raise CLIError(f"--scheduler {address}: the {where} cannot run deltasim ({type(err).__name__}: "
+                           f"{' '.join(str(err).split())}); {hint}") from None
+        theirs.update({"scheduler": found} if where == "scheduler" else found)
     for worker, version in sorted(theirs.items()):
         if tuple(version) != mine:
-            raise CLIError(f"--scheduler {address}: worker {worker} runs deltasim {version[0]} (simulator "
-                           f"version {version[1]}), this client {mine[0]} ({mine[1]}); install the same "
-                           f"deltasim on every worker host")
+            raise CLIError(f"--scheduler {address}: {'the scheduler' if worker == 'scheduler' else f'worker {worker}'} "
+                           f"runs deltasim {version[0]} (simulator version {version[1]}), this client {mine[0]} "
+                           f"({mine[1]}); {hint}")
 
 
 def dask_setup(worker) -> None:
