@@ -21,6 +21,7 @@ pytest.importorskip("distributed")
 
 import simcore  # noqa: E402
 from simcore import metrics as M  # noqa: E402
+from tests.test_validation import Interrupting  # noqa: E402
 from validation import compare, sweep  # noqa: E402
 from validation.executor import Executor, run_cases  # noqa: E402
 from validation.sweep_results import journal_path, load_sweep  # noqa: E402
@@ -48,20 +49,6 @@ def logged_simulate(log, layer, gpu, kernel, *, jobs=None):
 
 def _identity(layer, gpu):
     return f"{layer.name}|n{layer.n}|{gpu.name}|{gpu.l2_bytes}"
-
-
-class Interrupting:
-    """Ctrl-C (KeyboardInterrupt) during the simulation after ``after`` finished ones."""
-
-    def __init__(self, after):
-        self.after, self.calls = after, 0
-
-    def __call__(self, layer, gpu, kernel, *, jobs=None):
-        self.calls += 1
-        if self.calls > self.after:
-            raise KeyboardInterrupt
-        from traces import simulate_layer
-        return simulate_layer(layer, gpu, kernel, jobs=jobs)
 
 
 def square(x):
@@ -185,7 +172,8 @@ def test_killed_worker_still_completes(cluster, serial_doc, layers_file, tmp_pat
 
 def test_resume_after_interrupt_redoes_nothing(cluster, serial_doc, layers_file, tmp_path, monkeypatch, capsys):
     out = tmp_path / "resumed.h5"
-    monkeypatch.setattr(sweep, "simulate_layer", Interrupting(after=7))
+    from traces import simulate_layer
+    monkeypatch.setattr(sweep, "simulate_layer", Interrupting(after=7, simulate=simulate_layer))
     assert sweep.main(_argv(layers_file, out, "--jobs", "1")) == 130
     assert "interrupted: 2 of 8 cases done" in capsys.readouterr().err
     first = load_sweep(out)                          # a valid file, marked incomplete

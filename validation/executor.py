@@ -169,9 +169,20 @@ def dask_setup(worker) -> None:
 
 
 class Executor:
-    """Runs tasks in this process (``jobs == 1``, no scheduler), on a LocalCluster of ``jobs`` worker
-    processes with one thread each, or on the cluster behind ``scheduler``. A context manager: the
-    cluster starts on entry and stops on exit (a running cluster is only disconnected from)."""
+    """Where tasks run: this process, a local Dask cluster, or a running one.
+
+    A context manager: a local cluster starts on entry and stops on exit; a running cluster is
+    connected to on entry (after checking that its scheduler and workers run this deltasim) and
+    disconnected from on exit.
+
+    Parameters
+    ----------
+    jobs : int
+        Without ``scheduler``: 1 runs the tasks in this process, in order, without Dask; N > 1 on a
+        `local_cluster` of N worker processes with one thread each.
+    scheduler : str or None
+        Address of a running Dask scheduler (``tcp://HOST:PORT``); ``jobs`` is then ignored.
+    """
 
     def __init__(self, jobs: int = 1, scheduler: str | None = None):
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -227,15 +238,7 @@ class Executor:
         return self._client
 
     def run(self, fn, tasks, *, on_done=None, on_error=None, progress=None, label=None) -> None:
-        """Run ``fn(*args, **kwargs)`` for every ``(args, kwargs)`` in ``tasks``; earlier tasks first.
-
-        ``on_done(index, result)`` runs here as each task finishes. A task that raises: with
-        ``on_error``, ``on_error(index, exception)`` runs and the rest go on (a task whose workers all
-        died gives ``distributed.KilledWorker``; a killed worker is otherwise replaced and its tasks
-        rerun); without, the rest are cancelled and the exception propagates. ``progress``: a tqdm
-        bar advanced by one per task, its postfix ``label(index)``. KeyboardInterrupt cancels the
-        tasks not yet finished and propagates.
-        """
+        """Run ``fn(*args, **kwargs)`` for every ``(args, kwargs)`` in ``tasks``; see `run_cases`."""
         tasks = list(tasks)
 
         def finished(index, ok, value):
@@ -288,7 +291,34 @@ class Executor:
 
 def run_cases(fn, tasks, *, jobs: int = 1, scheduler: str | None = None, on_done=None, on_error=None,
               progress=None, label=None) -> None:
-    """`Executor.run` on an executor of its own (started here, stopped on return)."""
+    """Run ``fn(*args, **kwargs)`` for every ``(args, kwargs)`` in ``tasks``, on an `Executor` of its own.
+
+    Parameters
+    ----------
+    fn : callable
+        The task function; on a cluster it travels by pickle (a module-level function of an
+        installed package, or a ``functools.partial`` of one, goes by reference).
+    tasks : iterable of (tuple, dict)
+        Positional and keyword arguments of each task. Earlier tasks are started first.
+    jobs, scheduler
+        As for `Executor` (one task alone runs in this process unless ``scheduler`` is given).
+    on_done : callable, optional
+        ``on_done(index, result)``, called in this process as each task finishes, in the order they
+        finish.
+    on_error : callable, optional
+        ``on_error(index, exception)`` for a task that raised; the other tasks go on. Without it, the
+        first error cancels the tasks not finished and propagates. A worker that dies is replaced and
+        its tasks run again elsewhere; a task whose workers keep dying (3 times, Dask's
+        ``allowed-failures``) fails with ``distributed.KilledWorker``.
+    progress : tqdm bar, optional
+        Advanced by one per finished task, its postfix set to ``label(index)``.
+    label : callable, optional
+
+    Raises
+    ------
+    KeyboardInterrupt
+        After cancelling the tasks not finished (Ctrl-C); the caller saves what finished.
+    """
     tasks = list(tasks)
     with Executor(jobs=1 if scheduler is None and len(tasks) <= 1 else jobs, scheduler=scheduler) as executor:
         executor.run(fn, tasks, on_done=on_done, on_error=on_error, progress=progress, label=label)

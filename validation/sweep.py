@@ -181,17 +181,20 @@ class _Sweep:
     def __init__(self, args):
         self.args = args
         carried = {record["key"]: record for record in args.carried}
-        self.records = {}                  # case index -> record (this sweep's cases)
-        self.extra = [r for key, r in carried.items() if key not in {c["key"] for c in args.cases}]
+        planned = {case["key"] for case in args.cases}
+        self.records = {}                  # case index -> record, for this sweep's cases
+        self.extra = [record for key, record in carried.items() if key not in planned]   # kept as they are
         self.todo = []
         for index, case in enumerate(args.cases):
             if carried.get(case["key"], {}).get("status") == "done":
                 self.records[index] = carried[case["key"]]
             else:
                 self.todo.append(index)
-        self.predicted, self.simulated, self.waiting = {}, {}, {}
-        self.sim_results, self.sim_order = {}, []
-        self.failed_keys = {}
+        self.predicted = {}                # case index -> (predictions, seconds)
+        self.sim_keys = {}                 # case index -> simulation key of each layer
+        self.waiting = {}                  # simulation key -> [(case index, layer position)]
+        self.sim_results = {}              # simulation key -> (metrics, seconds or None: from the cache)
+        self.kinds, self.cached_layers = [], 0     # per task: ("predict", case) or ("simulate", key)
         self.last_save, self.save_cost = -float("inf"), 0.0
 
     # -- planning
@@ -220,10 +223,10 @@ class _Sweep:
             case = args.cases[index]
             if case["error"] is not None:
                 continue
+            self.sim_keys[index] = [_sim_key(layer, case["gpu_obj"], args.kernel) for layer in case["layers"]]
             order = sorted(range(len(case["layers"])), key=lambda i: -simulation_cost(case["layers"][i], args.kernel))
             for position in order:
-                layer = case["layers"][position]
-                key = _sim_key(layer, case["gpu_obj"], args.kernel)
+                layer, key = case["layers"][position], self.sim_keys[index][position]
                 self.waiting.setdefault(key, []).append((index, position))
                 if key in self.sim_results:
                     self.cached_layers += 1
@@ -250,11 +253,7 @@ class _Sweep:
     def complete(self, index) -> bool:
         if index in self.records or index not in self.predicted:
             return False
-        if not self.args.simulate:
-            return True
-        case = self.args.cases[index]
-        keys = [_sim_key(layer, case["gpu_obj"], self.args.kernel) for layer in case["layers"]]
-        return all(key in self.sim_results for key in keys)
+        return not self.args.simulate or all(key in self.sim_results for key in self.sim_keys[index])
 
     def finish(self, index, record) -> None:
         self.records[index] = record
@@ -275,9 +274,8 @@ class _Sweep:
         predicted, seconds = self.predicted.pop(index)
         simulated = sim_seconds = None
         if self.args.simulate:
-            keys = [_sim_key(layer, case["gpu_obj"], self.args.kernel) for layer in case["layers"]]
-            simulated = [self.sim_results[key][0] for key in keys]
-            sim_seconds = [self.sim_results[key][1] for key in keys]
+            simulated = [self.sim_results[key][0] for key in self.sim_keys[index]]
+            sim_seconds = [self.sim_results[key][1] for key in self.sim_keys[index]]
             seconds += sum(t for t in sim_seconds if t is not None)
         return make_record(_params(case), layers=case["layers"], predicted=predicted, simulated=simulated,
                            simulation_seconds=sim_seconds, seconds=seconds)
