@@ -47,6 +47,14 @@ def logged_simulate(log, layer, gpu, kernel, *, jobs=None):
     return simulate_layer(layer, gpu, kernel, jobs=jobs)
 
 
+def deadly_simulate(victim, layer, gpu, kernel, *, jobs=None):
+    """Kills the worker process running it when the layer is ``victim``."""
+    if layer.name == victim:
+        os.kill(os.getpid(), signal.SIGKILL)
+    from traces import simulate_layer
+    return simulate_layer(layer, gpu, kernel, jobs=jobs)
+
+
 def _identity(layer, gpu):
     return f"{layer.name}|n{layer.n}|{gpu.name}|{gpu.l2_bytes}"
 
@@ -64,8 +72,10 @@ def fail_on_three(x):
 # ---- fixtures ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cluster():
-    """One local cluster for the module, started as the CLIs start theirs (2 processes, 1 thread)."""
-    with Executor(jobs=2) as executor:
+    """One local cluster for the module, started as the CLIs start theirs (2 processes, 1 thread); a
+    task may kill 2 workers before it fails (Dask's default: 4), to keep the test short."""
+    import dask
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), Executor(jobs=2) as executor:
         yield executor.client
 
 
@@ -212,6 +222,21 @@ def test_failed_case_is_recorded_and_the_rest_go_on(layers_file, tmp_path, capsy
     assert "l1_smem_bytes" in doc["cases"][1]["error"] and "FAILED" in captured.out
     assert sorted(set(doc["layers"]["case"].tolist())) == [0, 2]
     assert doc["simulated"] is None                  # analytic only
+
+
+def test_case_whose_workers_keep_dying_fails_and_the_rest_go_on(cluster, layers_file, tmp_path, monkeypatch):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(TINY[:1]))
+    monkeypatch.setattr(sweep, "simulate_layer", functools.partial(deadly_simulate, "t1x1"))
+    out = tmp_path / "deadly.h5"
+    assert sweep.main([layers_file, str(other), *KERNEL_ARGS, "--simulate", "--out", str(out), "--quiet",
+                       "--scheduler", cluster.scheduler.address]) == 1
+    doc = load_sweep(out)
+    assert [c["network"] for c in doc["cases"]] == ["tiny", "other"]
+    assert [c["status"] for c in doc["cases"]] == ["failed", "done"]
+    assert doc["cases"][0]["error"].startswith("KilledWorker")
+    assert doc["layers"]["layer"].tolist() == ["t3x3"]
+    cluster.wait_for_workers(2, timeout=60)
 
 
 def test_task_error_is_recorded(cluster, layers_file, tmp_path, monkeypatch):
