@@ -127,9 +127,11 @@ def _apply(fn, args, kwargs):
 
 def local_cluster(workers: int):
     """The ``distributed.LocalCluster`` of ``--jobs``: ``workers`` processes, one thread and one Numba
-    thread each, no dashboard, workers that ignore Ctrl-C (`dask_setup`)."""
+    thread each, no dashboard (the scheduler's HTTP routes on a free port, not on 8787, which another
+    cluster may hold), workers that ignore Ctrl-C (`dask_setup`)."""
     from distributed import LocalCluster
     return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},   # its HTTP routes: any free port
                         silence_logs=logging.CRITICAL, env={"NUMBA_NUM_THREADS": "1"}, preload=[__name__])
 
 
