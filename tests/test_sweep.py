@@ -347,3 +347,40 @@ def test_worker_of_another_version_is_refused(cluster, layers_file, tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --scheduler tcp://") and f"runs deltasim {installed}" in err and "0.0.0-other" in err
     assert not out.exists() and not os.path.exists(journal_path(out))
+
+
+def test_ctrl_c_in_a_terminal_leaves_a_valid_file(tmp_path):
+    """SIGINT to the whole process group (what Ctrl-C in a terminal sends) while the default local
+    cluster runs: exit status 130, no traceback from the workers, a valid file with the finished cases."""
+    import subprocess
+    import sys
+    out, layers = tmp_path / "ctrl_c.h5", tmp_path / "medium.json"
+    layers.write_text(json.dumps([{"n": 1, "c": 256, "h": 28, "w": 28, "k": 256, "r": 3, "s": 3, "pad": 1},
+                                  {"n": 1, "c": 128, "h": 56, "w": 56, "k": 128, "r": 3, "s": 3, "pad": 1},
+                                  {"n": 1, "c": 64, "h": 112, "w": 112, "k": 64, "r": 3, "s": 3, "pad": 1}]))
+    argv = [sys.executable, "-m", "validation.sweep", str(layers), "--gpu", "v100", "a100", "--scale", "l2_bytes=2",
+            "--scale", "sms=2", "--scale", "dram_gbps=2", "--batch", "1", "2", "--simulate", "--out", str(out),
+            "--jobs", "2"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    process = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if os.path.exists(journal_path(out)) and len(open(journal_path(out)).readlines()) >= 2:
+                break                                       # the header and one finished case
+            time.sleep(0.05)
+        assert process.poll() is None, "the sweep ended before it could be interrupted"
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted:" in stderr, stderr
+    doc = load_sweep(out)
+    assert doc["complete"] is False and doc["error"] == "interrupted"
+    done = [c for c in doc["cases"] if c["status"] == "done"]
+    assert 1 <= len(done) < 16 and len(doc["layers"]["layer"]) == 3 * len(done)
+    assert "not run" in stdout

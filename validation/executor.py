@@ -24,11 +24,13 @@ The scheduler address is ``--scheduler`` or, when neither ``--scheduler`` nor ``
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
 import signal
 import socket
+import threading
 import time
 import urllib.parse
 
@@ -275,20 +277,51 @@ class Executor:
         client = self._client
         futures = {}
         try:
-            for index, (args, kwargs) in enumerate(tasks):
-                future = client.submit(_apply, fn, args, kwargs, pure=False, priority=len(tasks) - index)
-                futures[future] = index
-            for future in as_completed(list(futures), loop=client.loop):
-                index = futures.pop(future)
-                if future.status == "error":
-                    ok, value = False, future.exception()
-                else:
-                    ok, value = True, future.result()
-                future.release()
-                finished(index, ok, value)
+            with _deferred_interrupt() as interrupted:
+                for index, (args, kwargs) in enumerate(tasks):
+                    future = client.submit(_apply, fn, args, kwargs, pure=False, priority=len(tasks) - index)
+                    futures[future] = index
+                ready = as_completed(list(futures), loop=client.loop)
+                while futures:
+                    if interrupted():
+                        raise KeyboardInterrupt
+                    batch = ready.next_batch(block=False)
+                    if not batch:
+                        time.sleep(_POLL_S)
+                    for future in batch:
+                        index = futures.pop(future)
+                        if future.status == "error":
+                            ok, value = False, future.exception()
+                        else:
+                            ok, value = True, future.result()
+                        future.release()
+                        finished(index, ok, value)
         finally:
             if futures:
                 client.cancel(list(futures))
+
+
+#: How often the client looks for finished tasks (and for Ctrl-C) while it waits on a cluster.
+_POLL_S = 0.05
+
+
+@contextlib.contextmanager
+def _deferred_interrupt():
+    """While the client waits on a cluster, Ctrl-C (SIGINT) only sets a flag, which the waiting loop
+    turns into KeyboardInterrupt where it checks it: the default handler raises wherever the main
+    thread happens to be, finalizers included, where Python prints the exception and drops it.
+    Yields a function telling whether Ctrl-C came. Outside the main thread, or where SIGINT is
+    ignored, nothing changes."""
+    hits = []
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield lambda: False
+        return
+    signal.signal(signal.SIGINT, lambda signum, frame: hits.append(signum))
+    try:
+        yield lambda: bool(hits)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run_cases(fn, tasks, *, jobs: int = 1, scheduler: str | None = None, on_done=None, on_error=None,
