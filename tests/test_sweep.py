@@ -269,6 +269,7 @@ def _free_port():
     (["--resume"], "--resume needs --out"),
     (["--out", "{tmp}/r.json"], "give a name ending in .h5"),
     (["--out", "{tmp}/exists.h5"], "give --resume to continue"),
+    (["--out", "{tmp}/exists.h5", "--resume"], "exists.h5: corrupt or truncated sweep results file"),
     (["--batch", "0"], "--batch"),
     (["vgg17"], "unknown network 'vgg17'"),
 ])
@@ -282,6 +283,16 @@ def test_bad_input_one_line_exit_2(layers_file, tmp_path, capsys, extra, message
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and message in err, err
     assert set(os.listdir(tmp_path)) == before
+
+
+def test_resume_refuses_a_file_of_another_configuration(layers_file, tmp_path, capsys):
+    out = tmp_path / "r.h5"
+    assert sweep.main([layers_file, *KERNEL_ARGS, "--jobs", "1", "--quiet", "--out", str(out)]) == 0
+    before = out.read_bytes()
+    assert sweep.main([layers_file, *KERNEL_ARGS, "--jobs", "1", "--out", str(out), "--resume", "--simulate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --resume: ") and "another kernel, --factors or --simulate" in err
+    assert out.read_bytes() == before and not os.path.exists(journal_path(out))
 
 
 def test_unreachable_scheduler_from_environment(layers_file, tmp_path, capsys, monkeypatch):
