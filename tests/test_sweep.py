@@ -22,8 +22,7 @@ pytest.importorskip("distributed")
 import simcore  # noqa: E402
 from simcore import metrics as M  # noqa: E402
 from tests.test_validation import Interrupting  # noqa: E402
-from validation import compare, sweep  # noqa: E402
-from validation.executor import Executor, run_cases  # noqa: E402
+from validation import sweep  # noqa: E402
 from validation.sweep_results import journal_path, load_sweep  # noqa: E402
 from validation.sweep_table import SweepProgress  # noqa: E402
 
@@ -59,26 +58,7 @@ def _identity(layer, gpu):
     return f"{layer.name}|n{layer.n}|{gpu.name}|{gpu.l2_bytes}"
 
 
-def square(x):
-    return x * x
-
-
-def fail_on_three(x):
-    if x == 3:
-        raise ValueError("three")
-    return x
-
-
 # ---- fixtures ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def cluster():
-    """One local cluster for the module, started as the CLIs start theirs (2 processes, 1 thread); a
-    task may kill 2 workers before it fails (Dask's default: 4), to keep the test short."""
-    import dask
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), Executor(jobs=2) as executor:
-        yield executor.client
-
-
 @pytest.fixture
 def layers_file(tmp_path):
     path = tmp_path / "tiny.json"
@@ -306,33 +286,7 @@ def test_unreachable_scheduler_from_environment(layers_file, tmp_path, capsys, m
     assert sweep.main([layers_file, "--jobs", "1", "--quiet", *KERNEL_ARGS, "--out", str(out)]) == 0
 
 
-# ---- the executor and the other CLIs -------------------------------------------------------------
-def test_run_cases_in_process_and_on_cluster(cluster):
-    for scheduler in (None, cluster.scheduler.address):
-        done, errors = {}, {}
-        run_cases(fail_on_three, [((i,), {}) for i in range(6)], scheduler=scheduler,
-                  on_done=done.__setitem__, on_error=lambda i, e: errors.__setitem__(i, str(e)))
-        assert done == {0: 0, 1: 1, 2: 2, 4: 4, 5: 5} and errors == {3: "three"}
-        with pytest.raises(ValueError, match="three"):
-            run_cases(fail_on_three, [((i,), {}) for i in range(6)], scheduler=scheduler)
-    results = {}
-    run_cases(square, [((i,), {}) for i in range(5)], scheduler=cluster.scheduler.address,
-              on_done=results.__setitem__)
-    assert results == {i: i * i for i in range(5)}
-
-
-def test_compare_on_cluster_with_client_side_cache(cluster, layers_file, tmp_path):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    one, two = tmp_path / "one.json", tmp_path / "two.json"
-    assert compare.main(["--layers-file", layers_file, *KERNEL_ARGS, "--quiet", "--json", str(one)]) == 0
-    assert compare.main(["--layers-file", layers_file, *KERNEL_ARGS, "--quiet", "--json", str(two),
-                         "--scheduler", cluster.scheduler.address, "--cache-dir", str(cache)]) == 0
-    a, b = (json.loads(p.read_text()) for p in (one, two))
-    assert [e["simulated"] for e in a["layers"]] == [e["simulated"] for e in b["layers"]]
-    assert len(os.listdir(cache)) == 3
-
-
+# ---- results files and progress ------------------------------------------------------------------
 def test_progress_shows_cases_layers_and_time_left():
     import io
     stream = io.StringIO()
@@ -347,17 +301,6 @@ def test_progress_shows_cases_layers_and_time_left():
 def test_numbers_are_exact_integers(serial_doc):
     assert serial_doc["simulated"][M.L1_LD_SECTORS].dtype == np.int64
     assert (serial_doc["simulated"][M.L1_LD_SECTORS] > 0).all()
-
-
-def test_worker_of_another_version_is_refused(cluster, layers_file, tmp_path, capsys, monkeypatch):
-    import validation.common
-    installed = validation.common.package_version()
-    monkeypatch.setattr(validation.common, "package_version", lambda: "0.0.0-other")   # this client only
-    out = tmp_path / "r.h5"
-    assert sweep.main([layers_file, "--out", str(out), "--scheduler", cluster.scheduler.address]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: --scheduler tcp://") and f"runs deltasim {installed}" in err and "0.0.0-other" in err
-    assert not out.exists() and not os.path.exists(journal_path(out))
 
 
 def test_ctrl_c_in_a_terminal_leaves_a_valid_file(tmp_path):
@@ -395,3 +338,31 @@ def test_ctrl_c_in_a_terminal_leaves_a_valid_file(tmp_path):
     done = [c for c in doc["cases"] if c["status"] == "done"]
     assert 1 <= len(done) < 16 and len(doc["layers"]["layer"]) == 3 * len(done)
     assert "not run" in stdout
+
+
+def test_records_round_trip_through_journal_and_file(tmp_path):
+    from traces import ConvLayer
+    from validation.sweep_results import (append_journal, make_record, read_journal, records_of, write_journal,
+                                          write_sweep)
+    layers = [ConvLayer(1, 8, 6, 6, 16, 3, 3, pad=1, name="a"), ConvLayer(2, 16, 4, 4, 8, 1, 1, stride=2, name="b")]
+    params = {"key": "k1", "network": "net", "gpu": "v100", "scale": "sms=2", "batch": 1, "gpu_params": {"sms": 160}}
+    predicted = [{"time_s": 1e-6, "ai_dram": float("inf"), "bound": "dram"},
+                 {"time_s": 2e-6, "ai_dram": 3.5, "bound": "l2"}]
+    simulated = [{M.DRAM_RD_SECTORS: 7, M.L2_RD_SECTORS: 9}, {M.DRAM_RD_SECTORS: 2 ** 40, M.L2_RD_SECTORS: 0}]
+    done = make_record(params, layers=layers, predicted=predicted, simulated=simulated,
+                       simulation_seconds=[0.5, None], seconds=1.5)
+    failed = make_record({**params, "key": "k2"}, status="failed", error="ValueError: no")
+    journal, out = tmp_path / "j.journal", tmp_path / "r.h5"
+    write_journal(journal, {"simulate": True}, [done])
+    append_journal(journal, failed)
+    config, records = read_journal(journal)
+    write_sweep(out, config, records, complete=True)
+    for record in (records[0], records_of(load_sweep(out))[0]):
+        assert record["layers"] == ["a", "b"] and record["shapes"][1].tolist() == [2, 16, 4, 4, 8, 1, 1, 2, 2, 0, 0,
+                                                                                  1, 1, 1]
+        assert record["predicted"][0, record["predicted_keys"].index("ai_dram")] == float("inf")
+        assert record["simulated"][1, record["simulated_keys"].index(M.DRAM_RD_SECTORS)] == 2 ** 40
+        assert record["predicted_text"]["bound"] == ["dram", "l2"] and record["simulation_seconds"] == [0.5, None]
+    doc = load_sweep(out)
+    assert [c["status"] for c in doc["cases"]] == ["done", "failed"] and doc["cases"][1]["error"] == "ValueError: no"
+    assert doc["cases"][0]["summary"]["bound"] == "l2" and doc["cases"][0]["summary"]["time_s"] == pytest.approx(3e-6)

@@ -129,7 +129,7 @@ def write_journal(path, config: dict, records) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(_header(config))
             for record in records:
-                fh.write(json.dumps(_to_json(record), allow_nan=False) + "\n")
+                fh.write(json.dumps(_to_json(record)) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
     atomic_write(path, writer)
@@ -137,7 +137,7 @@ def write_journal(path, config: dict, records) -> None:
 
 def append_journal(path, record) -> None:
     """Append one finished case and sync it to disk before returning."""
-    line = json.dumps(_to_json(record), allow_nan=False) + "\n"
+    line = json.dumps(_to_json(record)) + "\n"    # inf (an ai_* of no traffic) as Infinity: read back
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
         fh.flush()
