@@ -331,7 +331,7 @@ def simulate_cases(cases, kernel, *, jobs=1, scheduler=None, cache_dir=None, mem
         else:
             todo[key] = (layer, gpu)
     order = list(todo)
-    executor = Executor(jobs=1 if len(todo) <= 1 and not scheduler else jobs, scheduler=scheduler)
+    executor = Executor(jobs, scheduler, tasks=len(todo))
     tasks = [((layer, gpu, kernel), {"jobs": executor.task_threads}) for layer, gpu in todo.values()]
 
     def on_done(index, result):

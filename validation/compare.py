@@ -195,7 +195,7 @@ def run(args) -> int:
         print(format_header(document(complete=True)) + "\n", flush=True)
     keys, cached = _cached_results(layers, gpu, kernel, args.cache_dir)
     todo = [i for i in range(len(layers)) if i not in cached]
-    executor = Executor(jobs=1 if len(todo) <= 1 and not args.scheduler else args.jobs, scheduler=args.scheduler)
+    executor = Executor(args.jobs, args.scheduler, tasks=len(todo))
     tasks = [((simulate_layer, layers[i], gpu, kernel), {"jobs": executor.task_threads}) for i in todo]
 
     def on_simulated(task, outcome):

@@ -186,11 +186,16 @@ class Executor:
         `local_cluster` of N worker processes with one thread each.
     scheduler : str or None
         Address of a running Dask scheduler (``tcp://HOST:PORT``); ``jobs`` is then ignored.
+    tasks : int or None
+        How many tasks it will run, when known: one or none run in this process without a scheduler
+        (no local cluster is worth starting for them).
     """
 
-    def __init__(self, jobs: int = 1, scheduler: str | None = None):
+    def __init__(self, jobs: int = 1, scheduler: str | None = None, *, tasks: int | None = None):
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+        if scheduler is None and tasks is not None and tasks <= 1:
+            jobs = 1
         self.jobs, self.scheduler = jobs, scheduler
         self._client = self._cluster = None
 
@@ -355,5 +360,5 @@ def run_cases(fn, tasks, *, jobs: int = 1, scheduler: str | None = None, on_done
         After cancelling the tasks not finished (Ctrl-C); the caller saves what finished.
     """
     tasks = list(tasks)
-    with Executor(jobs=1 if scheduler is None and len(tasks) <= 1 else jobs, scheduler=scheduler) as executor:
+    with Executor(jobs, scheduler, tasks=len(tasks)) as executor:
         executor.run(fn, tasks, on_done=on_done, on_error=on_error, progress=progress, label=label)

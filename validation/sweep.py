@@ -298,8 +298,7 @@ def run(args) -> int:
         check_arguments(args)
     sweep = _Sweep(args)
     runnable = bool(sweep.runnable())
-    executor = Executor(jobs=args.jobs if runnable else 1, scheduler=args.scheduler if runnable else None)
-    with executor:
+    with Executor(args.jobs, args.scheduler if runnable else None, tasks=None if runnable else 0) as executor:
         return _run(args, sweep, executor)
 
 
