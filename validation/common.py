@@ -6,6 +6,7 @@ tested with fakes) before the heavy parts are loaded.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import platform
@@ -43,8 +44,10 @@ def parse_positive_int(text: str) -> int:
 
 
 # ---- versions ------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
 def package_version() -> str:
-    """Installed version of the ``deltasim`` distribution (``0+unknown`` if not installed)."""
+    """Installed version of the ``deltasim`` distribution (``0+unknown`` if not installed); read once
+    (every simulation cache key and sweep case key carries it)."""
     try:
         from importlib.metadata import PackageNotFoundError, version
         return version("deltasim")
