@@ -3,14 +3,17 @@
     python benchmarks/bench_sweep.py [--networks vgg16] [--gpu v100 a100] [--batch 16] [--scale l2_bytes=2]
                                      [--reps 2] [--noop-tasks 300] [--in-process]
 
-Two LocalClusters as ``--jobs`` starts them (1 and 2 worker processes, one thread and one Numba thread
-each), every worker warmed up (imports, Numba cache load) by one tiny simulation; then the same
-``python -m validation.sweep ... --simulate`` through ``--scheduler``, alternately on 1 and 2 workers,
-``--reps`` times; the speedup compares the best run of each. Cluster start-up and warm-up are printed
-apart. Overhead per task: (wall time x workers - the tasks' own time) / tasks for the sweep, and the
-wall time per no-op task through ``Executor.run`` on a connected client. Each run also prints the CPU
-time its workers got and how many cores other processes used meanwhile (/proc/stat): on a shared
-machine that, not the code, is what moves the figures.
+The default sweep: vgg16 at batch 16 on v100 and a100, each also with twice the L2: 4 cases, 40
+tasks (4 predictions and 36 simulations: vgg16's 13 layers have 9 distinct shapes), about 30 s of
+simulation on one core. Two LocalClusters as ``--jobs`` starts them (1 and 2 worker processes, one
+thread and one Numba thread each), every worker warmed up (imports, Numba cache load) by one tiny
+simulation; then the same ``python -m validation.sweep ... --simulate`` through ``--scheduler``,
+alternately on 1 and 2 workers, ``--reps`` times; the speedup compares the best run of each. Cluster
+start-up and warm-up are printed apart. Overhead per task: (wall time x workers - the tasks' own
+time) / tasks for the sweep, and the wall time per no-op task through ``Executor.run`` on a connected
+client. Each run also prints the CPU time of the workers and of this process (the client and the
+local cluster's scheduler and nannies) and how many cores other processes used meanwhile
+(/proc/stat): on a shared machine that, not the code, is what moves the figures.
 """
 from __future__ import annotations
 
