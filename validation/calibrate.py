@@ -28,7 +28,8 @@ from simcore import metrics as M
 
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits,
                      check_output_path, cli_main, kernel_from_args, package_version, parse_positive_int,
-                     predict_layer, resolve_gpu, reuse_factors_class, run_tasks, simulate_layer)
+                     predict_layer, resolve_gpu, reuse_factors_class, simulate_layer)
+from .executor import Executor, add_executor_arguments, resolve_executor
 
 __all__ = ["METRIC_ALIASES", "DEFAULT_METRICS", "create_parser", "check_arguments", "run", "main",
            "fit_factors", "error_stats", "simulate_layer", "predict_layer", "reuse_factors_class",
@@ -41,7 +42,7 @@ DEFAULT_METRICS = ("l1_miss", "l2_read", "dram_read", "dram_write")
 
 
 # simulate_layer, predict_layer and reuse_factors_class (from .common) are this module's own names:
-# tests replace them here (monkeypatch), and workers look simulate_layer up in this module.
+# tests replace them here (monkeypatch); simulate_cases sends the simulate_layer it finds here to the workers.
 
 # ---- objective and optimiser ---------------------------------------------------------------------
 def _rel(pred, sim):
@@ -214,8 +215,7 @@ def create_parser() -> argparse.ArgumentParser:
     parser.add_argument("--init", metavar="FILE", help="start from these factors (default: ReuseFactors())")
     parser.add_argument("--sweeps", type=parse_positive_int, default=8, help="coordinate-descent sweeps (default: 8)")
     add_kernel_arguments(parser)
-    parser.add_argument("--jobs", type=parse_positive_int, default=1, metavar="N",
-                        help="simulate N layers at once in N processes (default: 1 process, all numba threads)")
+    add_executor_arguments(parser, default_jobs="1: in this process, all Numba threads")
     parser.add_argument("--cache-dir", metavar="DIR", help="reuse simulated metrics between runs (JSON per layer)")
     rnd = parser.add_argument_group("random cases (validation.random_cases: each case draws its own layer, "
                                     "kernel and GPU; the kernel options above are then ignored)")
@@ -251,6 +251,7 @@ def check_arguments(args) -> None:
     """Check and resolve arguments (one-line ValueError on bad input)."""
     args.gpu_objs = [resolve_gpu(name) for name in args.gpu]
     args.kernel = kernel_from_args(args)
+    resolve_executor(args)
     known = set(M.all_keys())
     keys = []
     for name in args.metrics:
@@ -342,8 +343,9 @@ def _case_kernel(case, kernel):
     return case[3] if len(case) > 3 else kernel
 
 
-def simulate_cases(cases, kernel, *, jobs=1, cache_dir=None, memory=None, quiet=False) -> list:
-    """Simulated metrics for each case (deduplicated by layer shape + GPU + kernel).
+def simulate_cases(cases, kernel, *, jobs=1, scheduler=None, cache_dir=None, memory=None, quiet=False) -> list:
+    """Simulated metrics for each case (deduplicated by layer shape + GPU + kernel), on the executor of
+    ``jobs`` / ``scheduler`` (validation.executor); ``cache_dir`` is read and written here only.
 
     ``cases``: ``(label, layer, gpu)`` simulated with ``kernel``, or ``(label, layer, gpu, kernel)``."""
     from tqdm import tqdm
@@ -359,7 +361,8 @@ def simulate_cases(cases, kernel, *, jobs=1, cache_dir=None, memory=None, quiet=
         else:
             todo[key] = (case[1], case[2], _case_kernel(case, kernel))
     order = list(todo)
-    tasks = [((layer, gpu, k), {"jobs": None if jobs == 1 else 1}) for layer, gpu, k in todo.values()]
+    executor = Executor(jobs, scheduler, tasks=len(todo))
+    tasks = [((layer, gpu, k), {"jobs": executor.task_threads}) for layer, gpu, k in todo.values()]
 
     def on_done(index, result):
         key = order[index]
@@ -371,8 +374,9 @@ def simulate_cases(cases, kernel, *, jobs=1, cache_dir=None, memory=None, quiet=
         bar = tqdm(total=len(tasks), desc="simulating", unit="layer", file=sys.stderr,
                    disable=True if quiet else None, dynamic_ncols=True)
         try:
-            run_tasks(__name__, "simulate_layer", tasks, jobs=jobs, on_done=on_done, progress=bar,
-                      label=lambda i: todo[order[i]][0].name)
+            with executor:
+                executor.run(simulate_layer, tasks, on_done=on_done, progress=bar,
+                             label=lambda i: todo[order[i]][0].name)
         finally:
             bar.close()
     return [memory[key] for key in keys]
@@ -412,11 +416,11 @@ def run(args) -> int:
     kernel, metrics = args.kernel, args.metric_keys
     memory = {}
     try:
-        fit_sim = simulate_cases(args.fit_cases, kernel, jobs=args.jobs, cache_dir=args.cache_dir,
-                                 memory=memory, quiet=args.quiet)
+        fit_sim = simulate_cases(args.fit_cases, kernel, jobs=args.jobs, scheduler=args.scheduler,
+                                 cache_dir=args.cache_dir, memory=memory, quiet=args.quiet)
         distinct = len(memory)
-        hold_sim = simulate_cases(args.holdout_cases, kernel, jobs=args.jobs, cache_dir=args.cache_dir,
-                                  memory=memory, quiet=args.quiet)
+        hold_sim = simulate_cases(args.holdout_cases, kernel, jobs=args.jobs, scheduler=args.scheduler,
+                                  cache_dir=args.cache_dir, memory=memory, quiet=args.quiet)
     except KeyboardInterrupt:
         print("interrupted while simulating; no factors written", file=sys.stderr)
         return 130
