@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from validation import sweep  # noqa: E402
-from validation.executor import Executor, local_cluster  # noqa: E402
+from traces.executor import Executor, local_cluster  # noqa: E402
 from validation.sweep_results import SHAPE_FIELDS, load_sweep  # noqa: E402
 
 TARGET = 1.7

@@ -17,6 +17,6 @@ def cluster():
     pytest.importorskip("distributed")
     import dask
 
-    from validation.executor import Executor
+    from traces.executor import Executor
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}), Executor(jobs=2) as executor:
         yield executor.client

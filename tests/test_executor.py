@@ -1,4 +1,4 @@
-"""validation.executor: in this process and on a real LocalCluster (the session's ``cluster``), and the
+"""traces.executor: in this process and on a real LocalCluster (the session's ``cluster``), and the
 validation CLIs on it."""
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("distributed")
 
 from validation import compare, sweep  # noqa: E402
-from validation.executor import run_cases  # noqa: E402
+import traces.simcache  # noqa: E402
+from traces.executor import run_cases  # noqa: E402
 from validation.sweep_results import journal_path  # noqa: E402
 
 TINY = [{"name": "t3x3", "n": 1, "c": 16, "h": 10, "w": 10, "k": 32, "r": 3, "s": 3, "pad": 1},
@@ -62,9 +63,8 @@ def test_compare_on_cluster_with_client_side_cache(cluster, layers_file, tmp_pat
 
 
 def test_worker_of_another_version_is_refused(cluster, layers_file, tmp_path, capsys, monkeypatch):
-    import validation.common
-    installed = validation.common.package_version()
-    monkeypatch.setattr(validation.common, "package_version", lambda: "0.0.0-other")   # this client only
+    installed = traces.simcache.package_version()
+    monkeypatch.setattr(traces.simcache, "package_version", lambda: "0.0.0-other")   # this client only
     out = tmp_path / "r.h5"
     assert sweep.main([layers_file, "--out", str(out), "--scheduler", cluster.scheduler.address]) == 2
     err = capsys.readouterr().err.strip()

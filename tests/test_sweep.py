@@ -1,4 +1,4 @@
-"""validation.sweep and validation.executor on a real dask.distributed LocalCluster (2 worker processes).
+"""validation.sweep and traces.executor on a real dask.distributed LocalCluster (2 worker processes).
 
 The serial run (``--jobs 1``, in this process) is checked against direct calls of
 ``traces.simulate_layer`` / ``analytic.predict_layer`` on the scaled GPUs; the cluster runs are checked

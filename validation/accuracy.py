@@ -28,7 +28,7 @@ from simcore import metrics as M
 from .calibrate import _cases, simulate_cases
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_output_path,
                      cli_main, kernel_from_args, parse_positive_int, resolve_gpu, versions)
-from .executor import add_executor_arguments, resolve_executor
+from traces.executor import add_executor_arguments, resolve_executor
 
 __all__ = ["TARGETS", "create_parser", "check_arguments", "run", "main", "accuracy_rows"]
 

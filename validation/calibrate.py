@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import json
 import math
 import os
 import sys
@@ -29,7 +27,8 @@ from simcore import metrics as M
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits,
                      check_output_path, cli_main, kernel_from_args, package_version, parse_positive_int,
                      predict_layer, resolve_gpu, reuse_factors_class, simulate_layer)
-from .executor import Executor, add_executor_arguments, resolve_executor
+from traces.executor import add_executor_arguments, resolve_executor
+from traces.simcache import simulate_cases as _simulate_cases
 
 __all__ = ["METRIC_ALIASES", "DEFAULT_METRICS", "create_parser", "check_arguments", "run", "main",
            "fit_factors", "error_stats", "simulate_layer", "predict_layer", "reuse_factors_class",
@@ -309,77 +308,15 @@ def check_arguments(args) -> None:
     args.checked = True
 
 
-def _cache_key(layer, gpu, kernel) -> str:
-    layer_dict = layer.as_dict()
-    layer_dict.pop("name", None)
-    gpu_dict = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(gpu).items()}
-    from simcore.hierarchy import SIM_VERSION
-    text = json.dumps({"layer": layer_dict, "gpu": gpu_dict, "kernel": kernel.as_dict(),
-                       "version": package_version(), "sim_version": SIM_VERSION}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _read_cache(cache_dir, key):
-    path = os.path.join(cache_dir, f"{key}.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        if data.get("key") == key and isinstance(data.get("metrics"), dict):
-            return data["metrics"]
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def _write_cache(cache_dir, key, metrics):
-    def writer(tmp):
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"key": key, "package_version": package_version(), "metrics": metrics}, fh)
-    atomic_write(os.path.join(cache_dir, f"{key}.json"), writer)
+def simulate_cases(cases, kernel, *, jobs=1, scheduler=None, cache_dir=None, memory=None, quiet=False) -> list:
+    """`traces.simcache.simulate_cases` with this module's ``simulate_layer`` (tests replace it here)."""
+    return _simulate_cases(cases, kernel, simulate=simulate_layer, jobs=jobs, scheduler=scheduler,
+                           cache_dir=cache_dir, memory=memory, quiet=quiet)
 
 
 def _case_kernel(case, kernel):
     """The kernel of a case: its 4th item if it has one (random cases), else ``kernel``."""
     return case[3] if len(case) > 3 else kernel
-
-
-def simulate_cases(cases, kernel, *, jobs=1, scheduler=None, cache_dir=None, memory=None, quiet=False) -> list:
-    """Simulated metrics for each case (deduplicated by layer shape + GPU + kernel), on the executor of
-    ``jobs`` / ``scheduler`` (validation.executor); ``cache_dir`` is read and written here only.
-
-    ``cases``: ``(label, layer, gpu)`` simulated with ``kernel``, or ``(label, layer, gpu, kernel)``."""
-    from tqdm import tqdm
-    memory = {} if memory is None else memory
-    keys = [_cache_key(case[1], case[2], _case_kernel(case, kernel)) for case in cases]
-    todo = {}
-    for key, case in zip(keys, cases):
-        if key in memory or key in todo:
-            continue
-        cached = _read_cache(cache_dir, key) if cache_dir else None
-        if cached is not None:
-            memory[key] = cached
-        else:
-            todo[key] = (case[1], case[2], _case_kernel(case, kernel))
-    order = list(todo)
-    executor = Executor(jobs, scheduler, tasks=len(todo))
-    tasks = [((layer, gpu, k), {"jobs": executor.task_threads}) for layer, gpu, k in todo.values()]
-
-    def on_done(index, result):
-        key = order[index]
-        memory[key] = {k: (int(v) if isinstance(v, (int, np.integer)) else float(v)) for k, v in result.items()}
-        if cache_dir:
-            _write_cache(cache_dir, key, memory[key])
-
-    if tasks:
-        bar = tqdm(total=len(tasks), desc="simulating", unit="layer", file=sys.stderr,
-                   disable=True if quiet else None, dynamic_ncols=True)
-        try:
-            with executor:
-                executor.run(simulate_layer, tasks, on_done=on_done, progress=bar,
-                             label=lambda i: todo[order[i]][0].name)
-        finally:
-            bar.close()
-    return [memory[key] for key in keys]
 
 
 def _stats_table(title, before, after, metrics) -> str:

@@ -6,7 +6,6 @@ tested with fakes) before the heavy parts are loaded.
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
 import os
 import platform
@@ -16,6 +15,7 @@ import threading
 import numpy as np
 
 from traces.files import atomic_write  # noqa: F401  (re-exported for the CLIs)
+from traces.simcache import package_version  # noqa: F401  (re-exported for the CLIs)
 
 __all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_write", "check_output_path",
            "add_kernel_arguments", "kernel_from_args", "resolve_gpu", "cli_main",
@@ -44,17 +44,6 @@ def parse_positive_int(text: str) -> int:
 
 
 # ---- versions ------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def package_version() -> str:
-    """Installed version of the ``deltasim`` distribution (``0+unknown`` if not installed); read once
-    (every simulation cache key and sweep case key carries it)."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-        return version("deltasim")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "0+unknown"
-
-
 def versions() -> dict:
     """Versions of deltasim and the libraries that shape its results."""
     out = {"deltasim": package_version(), "python": platform.python_version(), "numpy": np.__version__}

@@ -18,7 +18,7 @@ import time
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits, check_output_path,
                      cli_main, kernel_from_args, parse_positive_int, predict_layer, resolve_gpu,
                      reuse_factors_class, simulate_layer)
-from .executor import Executor, add_executor_arguments, resolve_executor, timed_call
+from traces.executor import Executor, add_executor_arguments, resolve_executor, timed_call
 from .report import check_matplotlib, format_document, format_header, layer_table, plot_document
 from .results import make_document, make_entry, write_json, write_h5
 
@@ -150,9 +150,9 @@ def _cached_results(layers, gpu, kernel, cache_dir) -> tuple:
     ``validation.calibrate --cache-dir``). Read and written here, never by a worker."""
     if not cache_dir:
         return [None] * len(layers), {}
-    from .calibrate import _cache_key, _read_cache
-    keys = [_cache_key(layer, gpu, kernel) for layer in layers]
-    found = {i: _read_cache(cache_dir, key) for i, key in enumerate(keys)}
+    from traces.simcache import cache_key, read_cache
+    keys = [cache_key(layer, gpu, kernel) for layer in layers]
+    found = {i: read_cache(cache_dir, key) for i, key in enumerate(keys)}
     return keys, {i: result for i, result in found.items() if result is not None}
 
 
@@ -200,8 +200,8 @@ def run(args) -> int:
     def on_simulated(task, outcome):
         index = todo[task]
         if args.cache_dir:
-            from .calibrate import _write_cache
-            _write_cache(args.cache_dir, keys[index], {k: int(v) for k, v in outcome[0].items()})
+            from traces.simcache import write_cache
+            write_cache(args.cache_dir, keys[index], {k: int(v) for k, v in outcome[0].items()})
         on_done(index, outcome)
 
     bar = _progress(len(layers), args.quiet)

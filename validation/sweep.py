@@ -27,7 +27,7 @@ import time
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, check_kernel_fits, check_output_path, cli_main,
                      kernel_from_args, package_version, parse_positive_int, predict_layer, resolve_gpu,
                      simulate_layer)
-from .executor import Executor, add_executor_arguments, local_cores, resolve_executor, timed_call
+from traces.executor import Executor, add_executor_arguments, local_cores, resolve_executor, timed_call
 from .sweep_results import (append_journal, journal_path, load_sweep, make_record, read_journal, records_of,
                             write_journal, write_sweep)
 from .sweep_table import SweepProgress, simulation_cost, summary_table
@@ -170,8 +170,8 @@ def _predict_layers(predict, layers, gpu, kernel, factors) -> list:
 
 
 def _sim_key(layer, gpu, kernel) -> str:
-    from .calibrate import _cache_key
-    return _cache_key(layer, gpu, kernel)
+    from traces.simcache import cache_key
+    return cache_key(layer, gpu, kernel)
 
 
 # ---- the run -------------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ class _Sweep:
                     continue
                 found = None
                 if args.cache_dir:
-                    from .calibrate import _read_cache
+                    from traces.simcache import read_cache as _read_cache
                     found = _read_cache(args.cache_dir, key)
                 if found is not None:
                     self.sim_results[key] = (found, None)

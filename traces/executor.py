@@ -1,4 +1,4 @@
-"""One executor for the parallel work of every CLI: this process, a local Dask cluster, or a running one.
+"""One executor for the parallel work of every CLI (validation's and `analytic.scaling --check`): this process, a local Dask cluster, or a running one.
 
     run_cases(fn, tasks)                                  # in this process, in order (dask not imported)
     run_cases(fn, tasks, jobs=2)                          # a LocalCluster of 2 worker processes, 1 thread each
@@ -34,7 +34,21 @@ import threading
 import time
 import urllib.parse
 
-from .common import CLIError, parse_positive_int
+
+class CLIError(ValueError):
+    """Bad executor options (a ValueError: every CLI reports it as one ``error: ...`` line, exit 2)."""
+
+
+def parse_positive_int(text: str) -> int:
+    """argparse type: a positive integer."""
+    import argparse
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 __all__ = ["ENV_SCHEDULER", "Executor", "run_cases", "timed_call", "add_executor_arguments",
            "resolve_executor", "check_scheduler", "local_cores", "local_cluster"]
@@ -141,7 +155,7 @@ def worker_versions() -> tuple:
     """``(deltasim version, simulator version)`` where this runs: a worker must match its client."""
     from simcore.hierarchy import SIM_VERSION
 
-    from .common import package_version
+    from .simcache import package_version
     return package_version(), SIM_VERSION
 
 
