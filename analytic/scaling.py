@@ -51,7 +51,7 @@ def create_parser():
     check.add_argument("--cache-dir", metavar="DIR", help="keep simulations here (shared with validation's CLIs)")
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     from traces.executor import add_executor_arguments
-    add_executor_arguments(check)
+    add_executor_arguments(p)
     _cli.add_kernel_arguments(p)
     return p
 
