@@ -7,6 +7,7 @@ exactly are the named fields of `ReuseFactors` (see analytic/MODEL.md).
 """
 from ._counts import l1_exact
 from .factors import ReuseFactors, resolve_factors
-from .model import TIMING_KEYS, predict_layer, predict_network
+from .model import TIMING_KEYS, layer_time, predict_layer, predict_network
 
-__all__ = ["ReuseFactors", "TIMING_KEYS", "l1_exact", "predict_layer", "predict_network", "resolve_factors"]
+__all__ = ["ReuseFactors", "TIMING_KEYS", "l1_exact", "layer_time", "predict_layer", "predict_network",
+           "resolve_factors"]

@@ -10,14 +10,22 @@ fields are rounded; a field that is unknown, not numeric, or gives an invalid GP
 it. Scaling ``sms`` or ``clock_mhz`` scales the FP32 and tensor peaks with them (same SM design)
 unless those are scaled explicitly. Speedup = predicted time on the base GPU / predicted time on the scaled GPU (the network:
 sum of layer times).
+
+``--check`` also simulates every layer on the base GPU and on each scaled GPU (`traces.simcache`:
+deduplicated, kept in ``--cache-dir``, run on ``--jobs`` local workers or a ``--scheduler``) and puts
+the simulated traffic through the same time model (`analytic.layer_time`), so beside each predicted
+speedup stands the speedup the simulated traffic gives: where they differ, the model's traffic is
+what moved the answer.
 """
 from __future__ import annotations
 
 import dataclasses
 import sys
 
+from simcore import describe_l2
+
 from . import _cli
-from .model import predict_network
+from .model import layer_time, predict_network
 from .plots import scaling_figure
 
 __all__ = ["create_parser", "check_arguments", "run", "main", "parse_scale", "scale_gpu"]
@@ -36,6 +44,14 @@ def create_parser():
     p.add_argument("--json", default=None, help="write the results as JSON here")
     p.add_argument("--plot", default=None,
                    help="draw each layer's and the network's speedup per scenario, with bounds (PNG)")
+    check = p.add_argument_group("checking the answer by simulation")
+    check.add_argument("--check", action="store_true",
+                       help="also simulate the base and every scaled GPU and print the speedup the simulated "
+                            "traffic gives beside each predicted one")
+    check.add_argument("--cache-dir", metavar="DIR", help="keep simulations here (shared with validation's CLIs)")
+    check.add_argument("--quiet", action="store_true", help="no progress bar")
+    from traces.executor import add_executor_arguments
+    add_executor_arguments(p)
     _cli.add_kernel_arguments(p)
     return p
 
@@ -104,40 +120,92 @@ def check_arguments(args):
     _cli.check_output_path(args.json, "--json")
     _cli.check_png_output(args.plot, "--plot")
     args.layers = _cli.checked_layers(args.network, args.batches[0], args.kernel)
+    if args.cache_dir and not args.check:
+        raise _cli.CliError("--cache-dir needs --check")
+    if args.cache_dir:
+        import os
+        if not os.path.isdir(args.cache_dir):
+            raise _cli.CliError(f"--cache-dir {args.cache_dir}: not a directory")
+    from traces.executor import resolve_executor
+    resolve_executor(args)
+
+
+def simulated_times(args) -> list:
+    """[base GPU, each scenario's GPU] -> per layer, `layer_time` of the simulated traffic."""
+    from traces.simcache import simulate_cases
+    gpus = [args.gpu_obj] + [gpu for _text, _factors, gpu in args.scenarios]
+    cases = [(f"{layer.name}@{i}", layer, gpu) for i, gpu in enumerate(gpus) for layer in args.layers]
+    sims = simulate_cases(cases, args.kernel, jobs=args.jobs, scheduler=args.scheduler,
+                          cache_dir=args.cache_dir, quiet=args.quiet)
+    n = len(args.layers)
+    return [[layer_time(layer, gpu, args.kernel, sims[i * n + j]) for j, layer in enumerate(args.layers)]
+            for i, gpu in enumerate(gpus)]
 
 
 def scaling_data(args) -> dict:
     base = predict_network(args.layers, args.gpu_obj, args.kernel, args.factors_obj)
     base_total = sum(p["time_s"] for p in base)
+    sim = simulated_times(args) if getattr(args, "check", False) else None
     scenarios = []
-    for text, factors, gpu in args.scenarios:
+    for i, (text, factors, gpu) in enumerate(args.scenarios):
         preds = predict_network(args.layers, gpu, args.kernel, args.factors_obj)
         total = sum(p["time_s"] for p in preds)
-        scenarios.append({
-            "scale": text, "factors": factors,
-            "layers": [{"layer": l.name, "time_s": p["time_s"], "bound": p["bound"],
-                        "speedup": b["time_s"] / p["time_s"] if p["time_s"] else 0.0}
-                       for l, p, b in zip(args.layers, preds, base)],
-            "total_time_s": total, "speedup": base_total / total if total else 0.0})
-    return {"network": args.network, "gpu": args.gpu_obj.name, "batch": args.batches[0],
-            "kernel": args.kernel.as_dict(),
+        rows = [{"layer": l.name, "time_s": p["time_s"], "bound": p["bound"],
+                 "speedup": b["time_s"] / p["time_s"] if p["time_s"] else 0.0}
+                for l, p, b in zip(args.layers, preds, base)]
+        scenario = {"scale": text, "factors": factors, "l2": describe_l2(gpu), "layers": rows,
+                    "total_time_s": total, "speedup": base_total / total if total else 0.0}
+        if sim is not None:
+            for row, t0, t1 in zip(rows, sim[0], sim[i + 1]):
+                row["speedup_simulated"] = t0["time_s"] / t1["time_s"] if t1["time_s"] else 0.0
+                row["bound_simulated"] = t1["bound"]
+            sim_total = sum(t["time_s"] for t in sim[i + 1])
+            scenario["speedup_simulated"] = sum(t["time_s"] for t in sim[0]) / sim_total if sim_total else 0.0
+        scenarios.append(scenario)
+    data = {"network": args.network, "gpu": args.gpu_obj.name, "batch": args.batches[0],
+            "kernel": args.kernel.as_dict(), "l2": describe_l2(args.gpu_obj),
             "base": [{"layer": l.name, "time_s": p["time_s"], "bound": p["bound"]}
                      for l, p in zip(args.layers, base)],
-            "base_total_time_s": base_total, "scenarios": scenarios}
+            "base_total_time_s": base_total, "scenarios": scenarios, "checked": sim is not None}
+    if sim is not None:
+        for row, t0 in zip(data["base"], sim[0]):
+            row["time_s_simulated"] = t0["time_s"]
+            row["bound_simulated"] = t0["bound"]
+    return data
 
 
 def print_table(data, out=None):
     out = sys.stdout if out is None else out
+    checked = data.get("checked")
     names = [s["scale"] for s in data["scenarios"]]
-    width = max(12, *(len(n) for n in names))
-    print(f"# {data['network']} batch {data['batch']} on {data['gpu']}: predicted speedup per scenario", file=out)
+    what = "predicted (simulated) speedup" if checked else "predicted speedup"
+    print(f"# {data['network']} batch {data['batch']} on {data['gpu']} ({data['l2']}): {what} per scenario",
+          file=out)
+    for s in data["scenarios"]:
+        if "l2_bytes" in s["factors"] or "l2_slices" in s["factors"] or "l2_ways" in s["factors"]:
+            print(f"#   {s['scale']}: {s['l2']}", file=out)
+    cell_w = 22 if checked else 14
+    width = max(cell_w, *(len(n) for n in names))
     print(f"{'layer':24s} {'base_us':>9s} {'bound':>7s} " + " ".join(f"{n:>{width}s}" for n in names), file=out)
+
+    def cell(pred, bound, simulated):
+        text = f"{pred:.3f}x"
+        if simulated is not None:
+            text += f" ({simulated:.3f}x)"
+        return f"{text} {bound:>7s}".rjust(width)
     for i, row in enumerate(data["base"]):
-        cells = " ".join(f"{s['layers'][i]['speedup']:>{width - 9}.3f}x {s['layers'][i]['bound']:>7s}"
-                         for s in data["scenarios"])
+        cells = " ".join(cell(s["layers"][i]["speedup"], s["layers"][i]["bound"],
+                              s["layers"][i].get("speedup_simulated")) for s in data["scenarios"])
         print(f"{row['layer'][:24]:24s} {row['time_s'] * 1e6:9.1f} {row['bound']:>7s} {cells}", file=out)
-    cells = " ".join(f"{s['speedup']:>{width - 1}.3f}x" for s in data["scenarios"])
+    cells = " ".join(cell(s["speedup"], "", s.get("speedup_simulated")) for s in data["scenarios"])
     print(f"{'network':24s} {data['base_total_time_s'] * 1e6:9.1f} {'':>7s} {cells}", file=out)
+    if checked:
+        worst = max(((abs(l["speedup"] - l["speedup_simulated"]) / l["speedup_simulated"], l["layer"], s["scale"])
+                     for s in data["scenarios"] for l in s["layers"] if l.get("speedup_simulated")),
+                    default=None)
+        if worst:
+            print(f"# largest difference between predicted and simulated speedup: {100 * worst[0]:.1f}% "
+                  f"({worst[1]}, {worst[2]})", file=out)
 
 
 def run(args) -> int:

@@ -342,7 +342,37 @@ def test_scaling_cli(tmp_path, capsys):
     assert png.exists()
 
 
+def test_scaling_check_puts_simulated_traffic_through_the_time_model(tmp_path, capsys):
+    """--check: the simulated speedup of each layer is layer_time(simulated counts) on the base GPU over
+    that on the scaled GPU, recomputed here from traces.simulate_layer; the cache is reused."""
+    from analytic import layer_time, scaling
+    from simcore import scale_gpu
+    spec = tmp_path / "two.json"
+    spec.write_text(json.dumps({"layers": [
+        {"name": "a", "n": 2, "c": 32, "h": 12, "w": 12, "k": 64, "r": 3, "s": 3, "pad": 1},
+        {"name": "b", "n": 2, "c": 64, "h": 6, "w": 6, "k": 32, "r": 1, "s": 1}]}))
+    js, cache = tmp_path / "s.json", tmp_path / "cache"
+    cache.mkdir()
+    argv = [str(spec), "--gpu", "v100", "--scale", "l2_bytes=0.25,dram_gbps=0.5", "--check",
+            "--cache-dir", str(cache), "--quiet", "--json", str(js)]
+    assert scaling.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "(simulated)" in out and "largest difference" in out
+    doc = json.loads(js.read_text())
+    layers = traces.load_layers(spec)
+    kernel = KernelConfig()
+    scaled = scale_gpu(V100, {"l2_bytes": 0.25, "dram_gbps": 0.5})
+    for row, layer in zip(doc["scenarios"][0]["layers"], layers):
+        t0 = layer_time(layer, V100, kernel, traces.simulate_layer(layer, V100, kernel))["time_s"]
+        t1 = layer_time(layer, scaled, kernel, traces.simulate_layer(layer, scaled, kernel))["time_s"]
+        assert row["speedup_simulated"] == pytest.approx(t0 / t1, rel=1e-12)
+    assert len(list(cache.iterdir())) == 4                    # 2 layers x (base + 1 scenario)
+    assert scaling.main(argv) == 0                            # the second run reads the cache
+    assert json.loads(js.read_text())["scenarios"] == doc["scenarios"]
+
+
 @pytest.mark.parametrize("module,argv", [
+    ("scaling", ["vgg16", "--scale", "sms=2", "--cache-dir", "OUT"]),
     ("roofline", ["nonet", "--json", "OUT"]),
     ("roofline", ["vgg16", "--gpu", "x999", "--json", "OUT"]),
     ("roofline", ["vgg16", "--batch", "0", "--json", "OUT"]),

@@ -76,16 +76,17 @@ class FakeFactors:
 
 
 class Interrupting:
-    """simulate_layer fake that raises KeyboardInterrupt on call number ``after + 1``."""
+    """simulate_layer stand-in that raises KeyboardInterrupt (Ctrl-C) on call number ``after + 1`` and
+    before that calls ``simulate`` (default: ``fake_simulate``)."""
 
-    def __init__(self, after):
-        self.after, self.calls = after, 0
+    def __init__(self, after, simulate=None):
+        self.after, self.calls, self.simulate = after, 0, simulate or fake_simulate
 
     def __call__(self, layer, gpu, kernel, *, jobs=None):
         self.calls += 1
         if self.calls > self.after:
             raise KeyboardInterrupt
-        return fake_simulate(layer, gpu, kernel, jobs=jobs)
+        return self.simulate(layer, gpu, kernel, jobs=jobs)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from simcore import metrics as M
 from .calibrate import _cases, simulate_cases
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_output_path,
                      cli_main, kernel_from_args, parse_positive_int, resolve_gpu, versions)
+from traces.executor import add_executor_arguments, resolve_executor
 
 __all__ = ["TARGETS", "create_parser", "check_arguments", "run", "main", "accuracy_rows"]
 
@@ -107,8 +108,7 @@ def create_parser() -> argparse.ArgumentParser:
     add_kernel_arguments(parser)
     parser.add_argument("--factors", metavar="FILE", help="reuse factors file (default: the model's defaults)")
     parser.add_argument("--cache-dir", metavar="DIR", help="simulation cache shared with compare/calibrate")
-    parser.add_argument("--jobs", type=parse_positive_int, default=1, metavar="N",
-                        help="simulate N layers at once in N processes")
+    add_executor_arguments(parser)
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -130,6 +130,7 @@ def check_arguments(args) -> None:
 
     from analytic import ReuseFactors
     args.kernel = kernel_from_args(args)
+    resolve_executor(args)
     if args.random is not None:
         if args.networks:
             raise CLIError("give either networks or --random N, not both")
@@ -169,7 +170,7 @@ def run_random(args) -> int:
     from .random_sweep import format_random_report, random_stats
     cases = args.cases
     simulated = simulate_cases([(c.label, c.layer, c.gpu, c.kernel) for c in cases], None, jobs=args.jobs,
-                               cache_dir=args.cache_dir, quiet=args.quiet)
+                               scheduler=args.scheduler, cache_dir=args.cache_dir, quiet=args.quiet)
     predicted = [predict_layer(c.layer, c.gpu, c.kernel, args.factors_obj) for c in cases]
     exact = [l1_exact(c.layer, c.kernel) for c in cases]
     stats = random_stats(cases, simulated, predicted, exact)
@@ -204,7 +205,8 @@ def run(args) -> int:
     from analytic import predict_layer
     if args.random is not None:
         return run_random(args)
-    simulated = simulate_cases(args.cases, args.kernel, jobs=args.jobs, cache_dir=args.cache_dir,
+    simulated = simulate_cases(args.cases, args.kernel, jobs=args.jobs, scheduler=args.scheduler,
+                               cache_dir=args.cache_dir,
                                quiet=args.quiet)
     predicted = [predict_layer(layer, gpu, args.kernel, args.factors_obj) for _, layer, gpu in args.cases]
     rows = accuracy_rows(args.cases, simulated, predicted, args.kernel)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import json
 import math
 import os
 import sys
@@ -28,7 +26,9 @@ from simcore import metrics as M
 
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits,
                      check_output_path, cli_main, kernel_from_args, package_version, parse_positive_int,
-                     predict_layer, resolve_gpu, reuse_factors_class, run_tasks, simulate_layer)
+                     predict_layer, resolve_gpu, reuse_factors_class, simulate_layer)
+from traces.executor import add_executor_arguments, resolve_executor
+from traces.simcache import simulate_cases as _simulate_cases
 
 __all__ = ["METRIC_ALIASES", "DEFAULT_METRICS", "create_parser", "check_arguments", "run", "main",
            "fit_factors", "error_stats", "simulate_layer", "predict_layer", "reuse_factors_class",
@@ -41,7 +41,7 @@ DEFAULT_METRICS = ("l1_miss", "l2_read", "dram_read", "dram_write")
 
 
 # simulate_layer, predict_layer and reuse_factors_class (from .common) are this module's own names:
-# tests replace them here (monkeypatch), and workers look simulate_layer up in this module.
+# tests replace them here (monkeypatch); simulate_cases sends the simulate_layer it finds here to the workers.
 
 # ---- objective and optimiser ---------------------------------------------------------------------
 def _rel(pred, sim):
@@ -214,8 +214,7 @@ def create_parser() -> argparse.ArgumentParser:
     parser.add_argument("--init", metavar="FILE", help="start from these factors (default: ReuseFactors())")
     parser.add_argument("--sweeps", type=parse_positive_int, default=8, help="coordinate-descent sweeps (default: 8)")
     add_kernel_arguments(parser)
-    parser.add_argument("--jobs", type=parse_positive_int, default=1, metavar="N",
-                        help="simulate N layers at once in N processes (default: 1 process, all numba threads)")
+    add_executor_arguments(parser, default_jobs="1: in this process, all Numba threads")
     parser.add_argument("--cache-dir", metavar="DIR", help="reuse simulated metrics between runs (JSON per layer)")
     rnd = parser.add_argument_group("random cases (validation.random_cases: each case draws its own layer, "
                                     "kernel and GPU; the kernel options above are then ignored)")
@@ -251,6 +250,7 @@ def check_arguments(args) -> None:
     """Check and resolve arguments (one-line ValueError on bad input)."""
     args.gpu_objs = [resolve_gpu(name) for name in args.gpu]
     args.kernel = kernel_from_args(args)
+    resolve_executor(args)
     known = set(M.all_keys())
     keys = []
     for name in args.metrics:
@@ -308,74 +308,15 @@ def check_arguments(args) -> None:
     args.checked = True
 
 
-def _cache_key(layer, gpu, kernel) -> str:
-    layer_dict = layer.as_dict()
-    layer_dict.pop("name", None)
-    gpu_dict = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(gpu).items()}
-    from simcore.hierarchy import SIM_VERSION
-    text = json.dumps({"layer": layer_dict, "gpu": gpu_dict, "kernel": kernel.as_dict(),
-                       "version": package_version(), "sim_version": SIM_VERSION}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _read_cache(cache_dir, key):
-    path = os.path.join(cache_dir, f"{key}.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        if data.get("key") == key and isinstance(data.get("metrics"), dict):
-            return data["metrics"]
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def _write_cache(cache_dir, key, metrics):
-    def writer(tmp):
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"key": key, "package_version": package_version(), "metrics": metrics}, fh)
-    atomic_write(os.path.join(cache_dir, f"{key}.json"), writer)
+def simulate_cases(cases, kernel, *, jobs=1, scheduler=None, cache_dir=None, memory=None, quiet=False) -> list:
+    """`traces.simcache.simulate_cases` with this module's ``simulate_layer`` (tests replace it here)."""
+    return _simulate_cases(cases, kernel, simulate=simulate_layer, jobs=jobs, scheduler=scheduler,
+                           cache_dir=cache_dir, memory=memory, quiet=quiet)
 
 
 def _case_kernel(case, kernel):
     """The kernel of a case: its 4th item if it has one (random cases), else ``kernel``."""
     return case[3] if len(case) > 3 else kernel
-
-
-def simulate_cases(cases, kernel, *, jobs=1, cache_dir=None, memory=None, quiet=False) -> list:
-    """Simulated metrics for each case (deduplicated by layer shape + GPU + kernel).
-
-    ``cases``: ``(label, layer, gpu)`` simulated with ``kernel``, or ``(label, layer, gpu, kernel)``."""
-    from tqdm import tqdm
-    memory = {} if memory is None else memory
-    keys = [_cache_key(case[1], case[2], _case_kernel(case, kernel)) for case in cases]
-    todo = {}
-    for key, case in zip(keys, cases):
-        if key in memory or key in todo:
-            continue
-        cached = _read_cache(cache_dir, key) if cache_dir else None
-        if cached is not None:
-            memory[key] = cached
-        else:
-            todo[key] = (case[1], case[2], _case_kernel(case, kernel))
-    order = list(todo)
-    tasks = [((layer, gpu, k), {"jobs": None if jobs == 1 else 1}) for layer, gpu, k in todo.values()]
-
-    def on_done(index, result):
-        key = order[index]
-        memory[key] = {k: (int(v) if isinstance(v, (int, np.integer)) else float(v)) for k, v in result.items()}
-        if cache_dir:
-            _write_cache(cache_dir, key, memory[key])
-
-    if tasks:
-        bar = tqdm(total=len(tasks), desc="simulating", unit="layer", file=sys.stderr,
-                   disable=True if quiet else None, dynamic_ncols=True)
-        try:
-            run_tasks(__name__, "simulate_layer", tasks, jobs=jobs, on_done=on_done, progress=bar,
-                      label=lambda i: todo[order[i]][0].name)
-        finally:
-            bar.close()
-    return [memory[key] for key in keys]
 
 
 def _stats_table(title, before, after, metrics) -> str:
@@ -412,11 +353,11 @@ def run(args) -> int:
     kernel, metrics = args.kernel, args.metric_keys
     memory = {}
     try:
-        fit_sim = simulate_cases(args.fit_cases, kernel, jobs=args.jobs, cache_dir=args.cache_dir,
-                                 memory=memory, quiet=args.quiet)
+        fit_sim = simulate_cases(args.fit_cases, kernel, jobs=args.jobs, scheduler=args.scheduler,
+                                 cache_dir=args.cache_dir, memory=memory, quiet=args.quiet)
         distinct = len(memory)
-        hold_sim = simulate_cases(args.holdout_cases, kernel, jobs=args.jobs, cache_dir=args.cache_dir,
-                                  memory=memory, quiet=args.quiet)
+        hold_sim = simulate_cases(args.holdout_cases, kernel, jobs=args.jobs, scheduler=args.scheduler,
+                                  cache_dir=args.cache_dir, memory=memory, quiet=args.quiet)
     except KeyboardInterrupt:
         print("interrupted while simulating; no factors written", file=sys.stderr)
         return 130

@@ -1,4 +1,4 @@
-"""Helpers shared by the validation CLIs: argument parsing, atomic writes, versions, parallel simulation.
+"""Helpers shared by the validation CLIs: argument parsing, atomic writes, versions (parallel runs: executor.py).
 
 Nothing here imports `analytic` or `traces.simulate` at import time, so the CLIs can be imported (and
 tested with fakes) before the heavy parts are loaded.
@@ -6,19 +6,19 @@ tested with fakes) before the heavy parts are loaded.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import importlib
-import multiprocessing
 import os
 import platform
 import sys
+import threading
 
 import numpy as np
 
 from traces.files import atomic_write  # noqa: F401  (re-exported for the CLIs)
+from traces.simcache import package_version  # noqa: F401  (re-exported for the CLIs)
 
 __all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_write", "check_output_path",
-           "add_kernel_arguments", "kernel_from_args", "resolve_gpu", "run_tasks", "cli_main",
+           "add_kernel_arguments", "kernel_from_args", "resolve_gpu", "cli_main",
            "rel_error", "parse_positive_int", "simulate_layer", "predict_layer", "reuse_factors_class"]
 
 
@@ -44,15 +44,6 @@ def parse_positive_int(text: str) -> int:
 
 
 # ---- versions ------------------------------------------------------------------------------------
-def package_version() -> str:
-    """Installed version of the ``deltasim`` distribution (``0+unknown`` if not installed)."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-        return version("deltasim")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "0+unknown"
-
-
 def versions() -> dict:
     """Versions of deltasim and the libraries that shape its results."""
     out = {"deltasim": package_version(), "python": platform.python_version(), "numpy": np.__version__}
@@ -81,10 +72,16 @@ def check_output_path(option: str, path) -> str:
 
 
 # ---- the references the CLIs import (tests replace them in each CLI module) -----------------------
+_SIMULATION_LOCK = threading.Lock()
+
+
 def simulate_layer(layer, gpu, kernel, *, jobs=None) -> dict:
-    """traces.simulate_layer (looked up at call time)."""
+    """traces.simulate_layer (looked up at call time), one at a time per process: a Dask worker with
+    several threads runs its simulations in turn (Numba's workqueue threading layer does not allow
+    parallel kernels launched from two threads at once)."""
     from traces.simulate import simulate_layer as _simulate
-    return _simulate(layer, gpu, kernel, jobs=jobs)
+    with _SIMULATION_LOCK:
+        return _simulate(layer, gpu, kernel, jobs=jobs)
 
 
 def predict_layer(layer, gpu, kernel, factors=None) -> dict:
@@ -162,57 +159,6 @@ def rel_error(value, reference):
     if reference == 0.0:
         return 0.0 if value == 0.0 else None
     return (value - reference) / reference
-
-
-# ---- running simulations -------------------------------------------------------------------------
-def _call_by_name(module: str, attr: str, args: tuple, kwargs: dict):
-    """Worker entry point: look the function up by name in the worker (so a forked worker sees the
-    same attribute, monkeypatched or not, that the parent had)."""
-    return getattr(importlib.import_module(module), attr)(*args, **kwargs)
-
-
-def _pool_context():
-    methods = multiprocessing.get_all_start_methods()
-    # fork keeps the parent's module state (and test fakes); the parent runs no numba threads itself.
-    return multiprocessing.get_context("fork" if "fork" in methods else None)
-
-
-def run_tasks(module: str, attr: str, tasks, *, jobs: int = 1, on_done=None, progress=None,
-              label=lambda i: str(i)):
-    """Run ``module.attr(*args, **kwargs)`` for every ``(args, kwargs)`` in ``tasks``.
-
-    ``jobs == 1``: in this process, in order. ``jobs > 1``: in a pool of ``jobs`` processes.
-    ``on_done(index, result)`` is called in the parent as each task finishes; ``progress`` is a tqdm bar
-    (or None). A KeyboardInterrupt cancels what has not started and propagates.
-    """
-    tasks = list(tasks)
-    if jobs <= 1 or len(tasks) <= 1:
-        func = getattr(importlib.import_module(module), attr)
-        for index, (args, kwargs) in enumerate(tasks):
-            if progress is not None:
-                progress.set_postfix_str(label(index), refresh=False)
-            result = func(*args, **kwargs)
-            if on_done is not None:
-                on_done(index, result)
-            if progress is not None:
-                progress.update(1)
-        return
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_pool_context())
-    try:
-        futures = {pool.submit(_call_by_name, module, attr, args, kwargs): index
-                   for index, (args, kwargs) in enumerate(tasks)}
-        for future in concurrent.futures.as_completed(futures):
-            index = futures[future]
-            result = future.result()
-            if on_done is not None:
-                on_done(index, result)
-            if progress is not None:
-                progress.set_postfix_str(label(index), refresh=False)
-                progress.update(1)
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
 
 
 # ---- main wrapper --------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ import time
 
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits, check_output_path,
                      cli_main, kernel_from_args, parse_positive_int, predict_layer, resolve_gpu,
-                     reuse_factors_class, run_tasks, simulate_layer)
+                     reuse_factors_class, simulate_layer)
+from traces.executor import Executor, add_executor_arguments, resolve_executor, timed_call
 from .report import check_matplotlib, format_document, format_header, layer_table, plot_document
 from .results import make_document, make_entry, write_json, write_h5
 
@@ -31,7 +32,7 @@ SAVE_INTERVAL_S = 1.0
 
 
 # simulate_layer, predict_layer and reuse_factors_class (from .common) are this module's own names:
-# tests replace them here (monkeypatch), and workers look simulate_layer up in this module.
+# tests replace them here (monkeypatch); run() sends the simulate_layer it finds here to the workers.
 
 def load_factors(path):
     """ReuseFactors.load(path); any failure -> one-line ValueError naming the file."""
@@ -80,9 +81,7 @@ def create_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", metavar="FILE", help="write results as JSON (schema: validation/SCHEMA.md)")
     out.add_argument("--h5", metavar="FILE", help="write results as HDF5")
     out.add_argument("--plot", metavar="FILE.png", help="plot predicted vs simulated per metric (needs matplotlib)")
-    parser.add_argument("--jobs", type=parse_positive_int, default=1, metavar="N",
-                        help="simulate N layers at once in N processes, one numba thread each "
-                             "(default: 1 process using all numba threads)")
+    add_executor_arguments(parser, default_jobs="1: in this process, all Numba threads")
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="reuse simulation results stored in DIR (shared with validation.calibrate "
                              "--cache-dir; keyed by layer shape, GPU, kernel and simulator version)")
@@ -117,6 +116,7 @@ def check_arguments(args) -> None:
                            f"layers of {args.network or args.layers_file}: {', '.join(known)}")
         layers = [layer for layer in layers if layer.name in wanted]
     args.layer_list = layers
+    resolve_executor(args)
     args.gpu_obj = resolve_gpu(args.gpu)
     args.kernel = kernel_from_args(args)
     check_kernel_fits(args.kernel, args.gpu_obj, layers)
@@ -144,20 +144,16 @@ def _progress(total, quiet):
                 disable=True if quiet else None, dynamic_ncols=True)
 
 
-def _timed_simulate(layer, gpu, kernel, jobs=None, cache_dir=None):
-    """Worker: ``(simulate_layer(...), seconds)``; looks ``simulate_layer`` up in this module.
-
-    With ``cache_dir``, a result simulated before (same layer shape, GPU, kernel, package and
-    simulator version; files shared with ``validation.calibrate --cache-dir``) is read back instead."""
-    from .calibrate import _cache_key, _read_cache, _write_cache
-    start = time.perf_counter()
-    key = _cache_key(layer, gpu, kernel) if cache_dir else None
-    result = _read_cache(cache_dir, key) if cache_dir else None
-    if result is None:
-        result = simulate_layer(layer, gpu, kernel, jobs=jobs)
-        if cache_dir:
-            _write_cache(cache_dir, key, {k: int(v) for k, v in result.items()})
-    return result, time.perf_counter() - start
+def _cached_results(layers, gpu, kernel, cache_dir) -> tuple:
+    """``(keys, {index: metrics})``: cache keys of every layer and the results ``cache_dir`` holds
+    (same layer shape, GPU, kernel, package and simulator version; files shared with
+    ``validation.calibrate --cache-dir``). Read and written here, never by a worker."""
+    if not cache_dir:
+        return [None] * len(layers), {}
+    from traces.simcache import cache_key, read_cache
+    keys = [cache_key(layer, gpu, kernel) for layer in layers]
+    found = {i: read_cache(cache_dir, key) for i, key in enumerate(keys)}
+    return keys, {i: result for i, result in found.items() if result is not None}
 
 
 def run(args) -> int:
@@ -172,7 +168,7 @@ def run(args) -> int:
     meta = dict(network=args.network, gpu=gpu, kernel=kernel, factors=_factors_dict(factors), batch=batch)
     done = {}
     last_save = [-float("inf")]
-    streaming = not args.quiet and args.jobs == 1     # print each layer's table as it finishes
+    streaming = not args.quiet and args.jobs == 1 and not args.scheduler   # each layer's table as it finishes
 
     def document(complete, error=None):
         return make_document(entries=[done[i] for i in sorted(done)], complete=complete, error=error, **meta)
@@ -196,12 +192,25 @@ def run(args) -> int:
 
     if streaming:
         print(format_header(document(complete=True)) + "\n", flush=True)
-    tasks = [((layer, gpu, kernel), {"jobs": None if args.jobs == 1 else 1, "cache_dir": args.cache_dir})
-             for layer in layers]
+    keys, cached = _cached_results(layers, gpu, kernel, args.cache_dir)
+    todo = [i for i in range(len(layers)) if i not in cached]
+    executor = Executor(args.jobs, args.scheduler, tasks=len(todo))
+    tasks = [((simulate_layer, layers[i], gpu, kernel), {"jobs": executor.task_threads}) for i in todo]
+
+    def on_simulated(task, outcome):
+        index = todo[task]
+        if args.cache_dir:
+            from traces.simcache import write_cache
+            write_cache(args.cache_dir, keys[index], {k: int(v) for k, v in outcome[0].items()})
+        on_done(index, outcome)
+
     bar = _progress(len(layers), args.quiet)
     try:
-        run_tasks(__name__, "_timed_simulate", tasks, jobs=args.jobs, on_done=on_done, progress=bar,
-                  label=lambda i: layers[i].name)
+        for index in sorted(cached):
+            on_done(index, (cached[index], None))
+            bar.update(1)
+        with executor:
+            executor.run(timed_call, tasks, on_done=on_simulated, progress=bar, label=lambda t: layers[todo[t]].name)
     except KeyboardInterrupt:
         bar.close()
         doc = document(complete=False, error="interrupted")

@@ -1,0 +1,80 @@
+"""validation.random_cases and the --random modes of validation.accuracy and validation.calibrate."""
+import json
+
+import pytest
+
+from validation import accuracy, calibrate
+from validation.random_cases import FAMILIES, random_case, random_cases, simulated_sectors
+
+
+def test_cases_are_reproducible_and_independent_of_the_count():
+    a = random_cases(12, 7)
+    b = random_cases(5, 7)
+    assert a[:5] == b
+    assert random_case(7, 9) == a[9]
+    assert random_cases(12, 8) != a
+
+
+def test_cases_are_valid_and_cover_the_distribution():
+    cases = random_cases(120, 3)
+    families = {c.layer.name.split("_")[0] for c in cases}
+    assert families == set(FAMILIES)
+    assert {c.kernel.layout for c in cases} == {"nhwc", "nchw"}
+    assert {c.kernel.dtype for c in cases} == {"fp32", "fp16"}
+    assert {c.kernel.swizzle_log for c in cases} >= {0, 1, 2, 3}
+    assert any(c.gpu_change for c in cases) and any(not c.gpu_change for c in cases)
+    assert any(c.kernel.ctas_per_sm for c in cases)
+    for c in cases:
+        c.kernel.check_layer(c.layer)
+        c.kernel.l1_config(c.gpu)                          # fits the (hypothetical) GPU
+        assert 1 <= c.layer.n <= 64
+        assert simulated_sectors(c.layer, c.kernel) <= 400_000_000
+
+
+def test_sector_cap():
+    for c in random_cases(30, 5, max_sectors=2_000_000):
+        assert simulated_sectors(c.layer, c.kernel) <= 2_000_000
+
+
+@pytest.mark.parametrize("bad", [(-1, 0), (0, -2), (1.5, 0)])
+def test_bad_seed_or_index(bad):
+    with pytest.raises(ValueError):
+        random_case(*bad)
+
+
+def test_accuracy_random_cli(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    assert accuracy.main(["--random", "3", "--seed", "11", "--max-sectors", "300000", "--quiet",
+                          "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "3 random cases, seed 11" in out and "DRAM rd sectors" in out
+    assert "python -m validation.accuracy --random" in out          # the reproducing commands
+    doc = json.loads(js.read_text())
+    assert len(doc["cases"]) == 3 and doc["seed"] == 11
+    case = doc["cases"][1]
+    # the one-line command reproduces that case
+    assert accuracy.main(["--random", "2", "--seed", "11", "--case", "1", "--max-sectors", "300000",
+                          "--quiet", "--json", str(js)]) == 0
+    again = json.loads(js.read_text())["cases"][0]
+    assert again["layer"] == case["layer"] and again["simulated"] == case["simulated"]
+
+
+@pytest.mark.parametrize("argv", [["vgg16", "--random", "3"], ["--case", "1", "vgg16"],
+                                  ["--random", "3", "--case", "3"], [], ["--random", "2", "--seed", "-1"]])
+def test_accuracy_random_bad_input(argv, capsys):
+    assert accuracy.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+
+
+def test_calibrate_random_with_held_out_cases(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    assert calibrate.main(["--random", "4", "--seed", "21", "--holdout-random", "2", "--holdout-seed", "22",
+                           "--sweeps", "1", "--fields", "l2_capacity", "--quiet", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["fit"] == {"random": 4, "seed": 21}
+    assert doc["meta"]["holdout"]["seed"] == 22
+    text = capsys.readouterr().out
+    assert "held-out set" in text and "4 random cases" in text
+    assert calibrate.main(["--random", "4", "--holdout-random", "2", "--holdout-seed", "1", "-o",
+                           str(tmp_path / "g.json")]) == 2                  # held-out seed == fit seed
