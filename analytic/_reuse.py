@@ -24,19 +24,21 @@ def _overlap_1d(lo, hi, shift, size):
 
 
 @njit(cache=True)
-def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m, frac_w, edge):
+def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m, frac_w, edge, reverse):
     """hist[t, d] (d = 1 .. R*S-1): valid A row accesses at filter position t (= r*S + s) of one
     channel block whose nearest earlier access to the same data (same CTA, same channel block) was
     d filter positions before; hist[t, 0]: first touches. Row pairs are matched by the shift (dp, dq) of filter positions; the pair stays in the
     CTA with probability 1 - edge*|dm|/tile_m (tile edges). ``frac_w``: consecutive rows of an output
     row fall in the same or adjacent sectors, so a column shift that is not a multiple of the stride
-    still reuses data (fractional dq)."""
+    still reuses data (fractional dq). ``reverse``: the k-steps visit the filter positions in reverse
+    order (position t is (r, s) of index R*S - 1 - t; dgrad)."""
     RS = R * S
     hist = np.zeros((RS, RS), np.float64)
     M = N * P * Q
     for t in range(RS):
-        r = t // S
-        s = t % S
+        tt = RS - 1 - t if reverse else t
+        r = tt // S
+        s = tt % S
         plo, phi = _range_1d(P, H, sh, ph, dh, r)
         qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
         rows = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
@@ -45,6 +47,8 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
         cum = 0.0
         for d in range(1, t + 1):
             t2 = t - d
+            if reverse:
+                t2 = RS - 1 - t2
             r2 = t2 // S
             s2 = t2 % S
             ddh = (r - r2) * dh
@@ -174,12 +178,14 @@ def _ramp(x, lo, hi):
 
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
-               nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_row_lines,
-               ns_life, bfrac, l2a_w, l2b, l2_ways, l2_spread):
+               nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
+               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_spread):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
-    one of them had this CTA's tile_m / tile_n) and tile classes (full and partial tiles).
+    one of them had this CTA's tile_m / tile_n) and tile classes: ``mcls`` (rows, weight) along GEMM-M,
+    ``ncls`` (B lines per round, weight, B slice lines) along GEMM-N; ``b_lines_avg`` / ``b_slice_avg``
+    are their averages.
 
     Returns (fraction of A row accesses that miss L1, fraction of B lookups that hit, fraction of A
     row accesses whose within-CTA reuse misses L1 and L2).
@@ -195,10 +201,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         rows_distinct += hist[t, 0]
     # rounds between a k-step and the next channel block's re-read of a shared sector
     blk_rounds = float(RS) if dscale == 1.0 else 1.0
-    tn_valid = 0.0                           # valid filters of a tile, averaged over tile classes
     tm_valid = 0.0
-    for ni in range(ncls.shape[0]):
-        tn_valid += ncls[ni, 0] * ncls[ni, 1]
     for mi in range(mcls.shape[0]):
         tm_valid += mcls[mi, 0] * mcls[mi, 1]
     wsum = 0.0
@@ -226,9 +229,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
             T = mcls[mi, 0]
             wm = mcls[mi, 1]
             for ni in range(ncls.shape[0]):
-                Kt = ncls[ni, 0]
+                lines_b = ncls[ni, 0]
                 wn = ncls[ni, 1]
-                lines_b = Kt * lpr_b
+                slice_b = ncls[ni, 2]
                 other = nb * lines_b / nmax
                 ma_t = 0.0
                 lines_a_rnd = rows_total / RS * (T / M) * lpr_a      # one CTA's A lines per round
@@ -266,7 +269,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         # the previous wave's CTA on this SM used the same filters: distance one
                         # CTA lifetime (distinct lines: the SM's A windows, its filter slices)
                         a_life = na * rows_distinct * (T / M) * lpm_a
-                        b_life = nb * min(ksteps * lines_b, Kt * b_row_lines)
+                        b_life = nb * min(ksteps * lines_b, slice_b)
                         life = (a_life + b_life) / ns_life / ways
                         hb += (1.0 - hb) * _ramp(life, lo, hi)
                 hb_acc += wm * wn * hb
@@ -274,11 +277,11 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
             ma_raw = ma
             if share_blk > 0:
                 a_win = na * rows_distinct * (tm_valid / M) * lpw_a
-                b_win = nb * tn_valid * lpr_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
+                b_win = nb * b_lines_avg * min(blk_rounds, blk_rounds * bfrac + 1.0)
                 ma *= 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
             if prev_a:
                 a_life = na * rows_distinct * (tm_valid / M) * lpm_a
-                b_life = nb * min(ksteps * tn_valid * lpr_b, tn_valid * b_row_lines)
+                b_life = nb * min(ksteps * b_lines_avg, b_slice_avg)
                 life = (a_life + b_life) / ns_life / ways
                 ma *= 1.0 - _ramp(life, lo, hi)
             if ma_raw > 0:

@@ -1,0 +1,160 @@
+"""Helpers shared by the model's op drivers (`model`, `_wgrad`): units, compulsory traffic, the
+store/dirty walk, the metric dict, the time model."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from simcore import metrics as Mx
+
+from ._reuse import row_units, touched_mask_1d, touched_runs_1d
+
+__all__ = ["TIMING_KEYS", "cdiv", "nsets", "uniq_input", "dirty_at_end", "assemble", "layer_time", "machine_of"]
+
+TIMING_KEYS = ("flops", "time_s", "bound", "time_compute_s", "time_l1_s", "time_l2_s", "time_dram_s",
+               "ai_l1", "ai_l2", "ai_dram", "waves")
+_BOUNDS = ("compute", "l1", "l2", "dram")
+# metric rows of the assembled prediction: one row per key of simcore.metrics, columns A, B, C
+_TOTAL_KEYS = tuple(Mx.METRICS)
+_ROW = {key: i for i, key in enumerate(_TOTAL_KEYS)}
+_OPERAND_KEYS = tuple(f"{key}:{op}" for key in _TOTAL_KEYS for op in "ABC")
+_ZERO_ROWS = np.zeros((len(_TOTAL_KEYS), 3))
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def nsets(strides, sets, line):
+    """Sets of an L1 (linear index) that lines with the given byte strides can reach."""
+    g = sets
+    for st in strides:
+        if st % line:
+            return sets
+        g = math.gcd(g, (st // line) % sets) if (st // line) % sets else g
+    return sets // g
+
+
+def uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC):
+    """Compulsory (distinct) input units of ``SEC`` bytes (sectors, or lines with SEC = 128) read by
+    the layer: the touched rows and columns are unions of the filter taps' progressions; whole touched
+    rows (and whole images) are contiguous runs of bytes, otherwise the units of each touched row are
+    counted from its touched columns (`_reuse.row_units`, averaged over row alignments)."""
+    ht, hruns = touched_runs_1d(P, H, sh, ph, dh, R)
+    hit_w = touched_mask_1d(Q, W, sw, pw, dw, S)
+    wt = int(hit_w.sum())
+    pix = C * eb if nhwc else eb            # bytes per input column within a row
+    planes = 1 if nhwc else C
+    if pix % SEC == 0:
+        return float(N * planes * ht * wt * (pix // SEC))
+    if wt == W:                              # whole input rows: runs of touched rows are contiguous
+        if ht == H:
+            return float(cdiv(N * planes * H * W * pix, SEC))
+        return N * planes * (ht * W * pix + hruns * (SEC - eb)) / SEC
+    return N * planes * ht * row_units(hit_w, pix, W * pix, SEC)
+
+
+def dirty_at_end(gpu, f, uniq_c, y_cta, r_full, ctas, per_wave, ctas_wave):
+    """(dirty output sectors left in L2 at the end, DRAM write sectors): walking the LRU stack back
+    from the end by waves, the last wave's stores, its reads, then full waves of stores and reads
+    (``r_full`` sectors each), while the useful capacity (``l2_dirty_capacity``) lasts."""
+    SEC = gpu.sector_bytes
+    capd = gpu.l2_bytes / SEC * f.l2_dirty_capacity
+    n_last = ctas % per_wave
+    y_last = (n_last if n_last else per_wave) * y_cta
+    y_full = per_wave * y_cta
+    r_last = r_full * (n_last if n_last else per_wave) / max(ctas_wave, 1.0)
+    dirty = min(y_last, capd)
+    rem = capd - y_last - r_last
+    other = uniq_c - y_last
+    if rem > 0 and other > 0:
+        per = y_full + r_full
+        nfit = math.floor(rem / per) if per > 0 else 0
+        got = min(other, nfit * y_full)
+        rem2 = rem - nfit * per
+        if got < other and rem2 > 0:
+            got += min(other - got, rem2, y_full)
+        dirty += got
+    dirty = min(dirty, uniq_c)
+    return dirty, max(0.0, uniq_c - dirty)
+
+
+def assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b, dram_w, dirty,
+             uniq_c) -> dict:
+    """The metric dict (totals and per operand) from the model's per-operand figures: L2 reads are
+    the L1 misses, L2 write sectors the store sectors (write misses: the distinct output sectors)."""
+    l2_wr = float(sec_c)
+    l2_wr_miss = min(l2_wr, uniq_c)
+    per = _ZERO_ROWS.copy()
+    per[_ROW[Mx.L1_LD_REQUESTS]] = (float(ex["req_A"]), float(ex["req_B"]), 0.0)
+    per[_ROW[Mx.L1_LD_SECTORS]] = (float(sec_a), float(sec_b), 0.0)
+    per[_ROW[Mx.L1_LD_HITS]] = (l1_hit_a, l1_hit_b, 0.0)
+    per[_ROW[Mx.L1_LD_MISSES]] = (miss_a, miss_b, 0.0)
+    per[_ROW[Mx.L1_ST_REQUESTS]] = (0.0, 0.0, float(ex["req_C"]))
+    per[_ROW[Mx.L1_ST_SECTORS]] = (0.0, 0.0, float(sec_c))
+    per[_ROW[Mx.L2_RD_SECTORS]] = (miss_a, miss_b, 0.0)
+    per[_ROW[Mx.L2_RD_MISSES]] = (dram_a, dram_b, 0.0)
+    per[_ROW[Mx.L2_RD_HITS]] = (miss_a - dram_a, miss_b - dram_b, 0.0)
+    per[_ROW[Mx.L2_WR_SECTORS]] = (0.0, 0.0, l2_wr)
+    per[_ROW[Mx.L2_WR_MISSES]] = (0.0, 0.0, l2_wr_miss)
+    per[_ROW[Mx.L2_WR_HITS]] = (0.0, 0.0, l2_wr - l2_wr_miss)
+    per[_ROW[Mx.DRAM_RD_SECTORS]] = (dram_a, dram_b, 0.0)
+    per[_ROW[Mx.DRAM_WR_SECTORS]] = (0.0, 0.0, dram_w)
+    per[_ROW[Mx.L2_DIRTY_AT_END]] = (0.0, 0.0, dirty)
+    out = dict(zip(_TOTAL_KEYS, per.sum(axis=1).tolist()))
+    out.update(zip(_OPERAND_KEYS, per.ravel().tolist()))
+    return out
+
+
+def layer_time(layer, gpu, kernel, counts, machine=None, grid=None) -> dict:
+    """Time per resource, the bound, FLOPs, arithmetic intensities and waves of one layer whose
+    traffic is ``counts`` (the model's predictions, or simulated counts: `analytic.scaling --check`
+    puts the simulated traffic through this same time model).
+
+    compute: the waves' tile work at the per-SM peak (a wave costs its busiest SM's CTAs: the full
+    waves ``cps`` each, the last one ceil(its CTAs / SMs)); L1: (load + store sectors) over the busy
+    SMs' L1 bandwidth; L2 and DRAM: (read + write sectors) over their bandwidths. time = the largest,
+    bound = which one."""
+    if machine is None:
+        machine = machine_of(gpu, kernel)
+    cps = machine[0]
+    sms = gpu.sms
+    SEC = gpu.sector_bytes
+    tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
+    if grid is None:
+        ctas = cdiv(layer.gemm_m, tm) * cdiv(layer.k, tn)
+        ksteps = cdiv(layer.gemm_k, tk) if kernel.layout == "nchw" else layer.r * layer.s * cdiv(layer.c, tk)
+        flops = float(layer.flops)
+    else:
+        ctas, ksteps, flops = grid
+    per_wave = cps * sms
+    full_waves, n_last = divmod(ctas, per_wave)
+    if kernel.dtype == "fp16" and gpu.tensor_tflops > 0:
+        peak = gpu.tensor_tflops * 1e12
+    elif kernel.dtype == "fp16":
+        peak = 2.0 * gpu.fp32_tflops * 1e12
+    else:
+        peak = gpu.fp32_tflops * 1e12
+    tile_flops = 2.0 * tm * tn * ksteps * tk
+    slots = full_waves * cps + cdiv(n_last, sms)
+    t_compute = slots * tile_flops / (peak / sms)
+    clk = gpu.clock_mhz * 1e6
+    l1_bytes = (counts[Mx.L1_LD_SECTORS] + counts[Mx.L1_ST_SECTORS]) * SEC
+    t_l1 = l1_bytes / (gpu.l1_bytes_per_clk * clk * min(sms, ctas))
+    l2_bytes = (counts[Mx.L2_RD_SECTORS] + counts[Mx.L2_WR_SECTORS]) * SEC
+    t_l2 = l2_bytes / (gpu.l2_gbps * 1e9)
+    dram_bytes = (counts[Mx.DRAM_RD_SECTORS] + counts[Mx.DRAM_WR_SECTORS]) * SEC
+    t_dram = dram_bytes / (gpu.dram_gbps * 1e9)
+    times = (t_compute, t_l1, t_l2, t_dram)
+    ib = max(range(4), key=lambda i: times[i])
+    return {"flops": flops, "time_compute_s": t_compute, "time_l1_s": t_l1, "time_l2_s": t_l2,
+            "time_dram_s": t_dram, "time_s": times[ib], "bound": _BOUNDS[ib],
+            "ai_l1": flops / l1_bytes if l1_bytes else math.inf,
+            "ai_l2": flops / l2_bytes if l2_bytes else math.inf,
+            "ai_dram": flops / dram_bytes if dram_bytes else math.inf,
+            "waves": float(full_waves + (1 if n_last else 0))}
+
+
+def machine_of(gpu, kernel):
+    """Kernel-on-GPU figures shared by every layer: CTAs per SM, L1 ways and sets."""
+    l1 = kernel.l1_config(gpu)
+    return kernel.resident_ctas(gpu), l1.ways, l1.sets

@@ -1,0 +1,165 @@
+"""What the model needs to know about one op's GEMM, independent of which op it is (MODEL.md section 0).
+
+Every op the model covers is a CTA-tiled GEMM whose A operand, seen from the GEMM rows, is an
+fprop-like *window* over a 4-D tensor: GEMM row m = (n, p, q) of an n x p x q grid reads, at k-step
+filter position (r, s), the element at (p stride_h - pad_h + r dil_h, q stride_w - pad_w + s dil_w) of
+an n x h x w x c tensor, channel blocks of tile_k. fprop: the input x. dgrad (unit stride): dy, read by
+the rows (n, h, w) of dx with pad (R - 1) dil - pad and the filter positions in reverse order. The
+`Window` carries those dimensions (pads may be negative), `Geometry` adds GEMM-N, the k-steps, the
+exact L1 counts, and the B operand's descriptor:
+
+* ``b_rows``: B rows a CTA reads per round (fprop: its filters; dgrad: tile_k filters k); each row a
+  block of contiguous elements (fprop: tile_k channels; dgrad: the tile's channels), rows ``row_b``
+  bytes apart, consecutive filter positions ``pos_b`` bytes apart.
+* ``ncls``: B tile classes (full and partial tiles along GEMM-N): lines read per round, weight, and the
+  distinct lines of the tile's whole B slice.
+* ``uniq_b``: distinct B sectors (the whole filter tensor); ``share_b_blk``: sectors the next block
+  re-reads (``blk_rounds`` later); ``reuse_b1``: B lookups that repeat a sector read one round before.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._counts import block_sharing, l1_counts, lines_per_row
+
+__all__ = ["Window", "Geometry", "geometry"]
+
+SEC = 32
+LINE = 128
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+class Window(NamedTuple):
+    n: int
+    c: int
+    h: int
+    w: int
+    r: int
+    s: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+    p: int
+    q: int
+    reverse: bool
+
+    @property
+    def m(self) -> int:
+        return self.n * self.p * self.q
+
+
+class Geometry(NamedTuple):
+    op: str
+    win: Window
+    gemm_n: int
+    ksteps: int
+    counts: dict
+    b_rows: float
+    row_b: int
+    pos_b: int
+    lpr_b: float
+    ncls: np.ndarray          # (classes, 3): lines per round, weight, slice lines
+    uniq_b: float
+    share_b_blk: float
+    reuse_b1: float
+    flops: float
+
+
+def _fprop(layer, kernel):
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    sh, sw = layer.stride
+    ph, pw = layer.pad
+    dh, dw = layer.dilation
+    P, Q = layer.p, layer.q
+    eb = kernel.elem_bytes
+    nhwc = kernel.layout == "nhwc"
+    tn, tk = kernel.tile_n, kernel.tile_k
+    win = Window(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, False)
+    ex = l1_counts(layer, kernel)
+    ksteps = R * S * _cdiv(C, tk) if nhwc else _cdiv(C * R * S, tk)
+    row_b = R * S * C * eb
+    if nhwc:
+        lpr_b = lines_per_row(C, tk, eb, row_b, C * eb, LINE)
+        share_b_blk = block_sharing(C, tk, eb, C * eb)
+    else:
+        lpr_b = lines_per_row(C * R * S, tk, eb, row_b, LINE, LINE)
+        share_b_blk = block_sharing(C * R * S, tk, eb, C * R * S * eb)
+    tiles_m = _cdiv(N * P * Q, kernel.tile_m)
+    tiles_n = _cdiv(K, tn)
+    last_n = K - (tiles_n - 1) * tn
+    b_row_lines = row_b / LINE
+    if last_n != tn:
+        ncls = np.array([[tn * lpr_b, (tiles_n - 1) / tiles_n, tn * b_row_lines],
+                         [last_n * lpr_b, 1.0 / tiles_n, last_n * b_row_lines]])
+    else:
+        ncls = np.array([[tn * lpr_b, 1.0, tn * b_row_lines]])
+    sec_b = ex["sec_B"]
+    if C <= tk and nhwc and C * eb < SEC and sec_b:
+        reuse_b1 = max(0.0, 1.0 - _cdiv(K * R * S * C * eb, SEC) * tiles_m / sec_b)
+    else:
+        reuse_b1 = 0.0
+    return Geometry("fprop", win, K, ksteps, ex, float(min(tn, K)), row_b, C * eb, lpr_b, ncls,
+                    float(_cdiv(K * C * R * S * eb, SEC)), share_b_blk, reuse_b1, float(layer.flops))
+
+
+def _dgrad_unit(layer, kernel):
+    """dgrad with stride 1: dy read as fprop's A of the window (n, h, w) <- dy (n, p, q, k)."""
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    ph, pw = layer.pad
+    dh, dw = layer.dilation
+    P, Q = layer.p, layer.q
+    eb = kernel.elem_bytes
+    tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
+    win = Window(N, K, P, Q, R, S, 1, 1, (R - 1) * dh - ph, (S - 1) * dw - pw, dh, dw, H, W, True)
+    ex = l1_counts(layer, kernel)
+    ksteps = R * S * _cdiv(K, tk)
+    row_b = R * S * C * eb
+    rows = K / _cdiv(K, tk)                  # filters k per k-step, averaged over the k blocks
+    lpr_b = lines_per_row(C, tn, eb, row_b, C * eb, LINE)
+    tiles_m = _cdiv(N * H * W, tm)
+    tiles_n = _cdiv(C, tn)
+    last_n = C - (tiles_n - 1) * tn
+
+    def row_lines(width):                    # lines of one k row's block of `width` channels
+        return lines_per_row(width, width, eb, row_b, C * eb, LINE)
+
+    slice_rows = K * R * S
+    if last_n != tn:
+        ncls = np.array([[rows * row_lines(tn), (tiles_n - 1) / tiles_n, slice_rows * row_lines(tn)],
+                         [rows * row_lines(last_n), 1.0 / tiles_n, slice_rows * row_lines(last_n)]])
+    else:
+        ncls = np.array([[rows * row_lines(tn), 1.0, slice_rows * row_lines(tn)]])
+    sec_b = ex["sec_B"]
+    uniq_b = float(_cdiv(K * C * R * S * eb, SEC))
+    ctas = tiles_m * tiles_n
+    # filter positions (r, s) -> (r, s + 1) of one filter are C e bytes apart: with C e < 32 the next
+    # k-step re-reads part of the sectors one round later
+    reuse_b1 = max(0.0, 1.0 - (uniq_b / tiles_n) / (sec_b / ctas)) if C * eb < SEC and sec_b else 0.0
+    return Geometry("dgrad", win, C, ksteps, ex, rows, row_b, C * eb, lpr_b, ncls, uniq_b, 0.0,
+                    reuse_b1, float(layer.flops))
+
+
+def geometry_check(layer, kernel) -> None:
+    """ValueError (one line) for an op the model does not cover."""
+    op = getattr(kernel, "op", "fprop")
+    if op in ("fprop", "wgrad") or (op == "dgrad" and layer.stride == (1, 1)):
+        return
+    raise ValueError(f"analytic model: op {op!r} with stride {layer.stride} is not modelled yet")
+
+
+def geometry(layer, kernel) -> Geometry:
+    """The `Geometry` of ``layer`` run by ``kernel`` (fprop, or dgrad with unit stride)."""
+    op = getattr(kernel, "op", "fprop")
+    if op == "fprop":
+        return _fprop(layer, kernel)
+    if op == "dgrad" and layer.stride == (1, 1):
+        return _dgrad_unit(layer, kernel)
+    raise ValueError(f"analytic model: op {op!r} with stride {layer.stride} is not modelled yet")

@@ -1,0 +1,314 @@
+"""The wgrad model (MODEL.md section 10): dw = dy^T x as a GEMM over M = K, N = R S C, K = N P Q.
+
+Every CTA (a block of filters k x a block of columns rsc) streams all N P Q rows npq, tile_k per
+k-step, in lockstep with the others. dy row npq is read by every CTA of its k block in the same round
+(and never again); x pixel (n, h, w) is read by row npq at filter position (r, s) and again by row
+npq + dp Q + dq at position (r - dp sh / dh, s - dq sw / dw): reuse along the npq axis, at a distance
+in rows that the positions a column block holds decide. `pixel_reuse` turns that into, per position,
+the share of row accesses whose nearest earlier access to the same pixel (same channel) is dnpq rows
+back, by the same box-overlap rule as fprop's `reuse_histogram`.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._counts import _range_1d
+
+__all__ = ["pixel_reuse"]
+
+@njit(cache=True)
+def pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo, hi):
+    """Reuse of x along npq for the columns of the ranges [lo[i], hi[i]) (read in lockstep: row npq of
+    every range in the same round). Each position j = rsc // C of a range holds a channel interval.
+    Returns (accesses, first, dist, weight): element-row accesses (rows x channels), those with no
+    earlier access to the same pixel and channel, and the others by the distance in rows dnpq to
+    their nearest earlier access (dist ascending, distinct). Columns past R S C (r >= R) read where
+    their (h, w) is in range; a pair of intervals of one position counts its channel overlap once."""
+    # the (position, channel interval) pieces of the ranges
+    npieces = 0
+    for i in range(lo.shape[0]):
+        npieces += (hi[i] - 1) // C - lo[i] // C + 1
+    pj = np.empty(npieces, np.int64)
+    pc0 = np.empty(npieces, np.int64)
+    pc1 = np.empty(npieces, np.int64)
+    k = 0
+    for i in range(lo.shape[0]):
+        j = lo[i] // C
+        while j * C < hi[i]:
+            pj[k] = j
+            pc0[k] = max(lo[i], j * C) - j * C
+            pc1[k] = min(hi[i], j * C + C) - j * C
+            k += 1
+            j += 1
+    cap = npieces * npieces + 1
+    dists = np.empty(cap, np.int64)
+    wts = np.empty(cap, np.float64)
+    nd = 0
+    total = 0.0
+    first = 0.0
+    dn = np.empty(npieces, np.int64)
+    cov = np.empty(npieces, np.float64)
+    for b in range(npieces):
+        jb = pj[b]
+        rb = jb // S
+        sb = jb % S
+        width = pc1[b] - pc0[b]
+        plo, phi = _range_1d(P, H, sh, ph, dh, rb)
+        qlo, qhi = _range_1d(Q, W, sw, pw, dw, sb)
+        rows = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+        if rows == 0 or width <= 0:
+            continue
+        acc = float(rows) * width
+        total += acc
+        # earlier accesses to the same pixel: piece a with (r_b - r_a) dh = dp sh, (s_b - s_a) dw = dq sw;
+        # row npq + dp Q + dq at a reads what row npq reads at b; earlier iff dp Q + dq < 0
+        m = 0
+        for a in range(npieces):
+            ja = pj[a]
+            if ja == jb:
+                continue
+            ra = ja // S
+            sa = ja % S
+            ddh = (rb - ra) * dh
+            ddw = (sb - sa) * dw
+            if ddh % sh or ddw % sw:
+                continue
+            dp = ddh // sh
+            dq = ddw // sw
+            d = dp * Q + dq
+            if d >= 0:
+                continue
+            cw = min(pc1[b], pc1[a]) - max(pc0[b], pc0[a])
+            if cw <= 0:
+                continue
+            alo, ahi = _range_1d(P, H, sh, ph, dh, ra)
+            blo, bhi = _range_1d(Q, W, sw, pw, dw, sa)
+            pr = max(0, min(phi, ahi - dp) - max(plo, alo - dp) + 1)
+            qr = max(0, min(qhi, bhi - dq) - max(qlo, blo - dq) + 1)
+            dn[m] = -d
+            cov[m] = float(N * pr * qr) * cw
+            m += 1
+        # nearest predecessor first: coverage grows with the distance (the largest overlap so far)
+        order = np.argsort(dn[:m])
+        got = 0.0
+        for i in range(m):
+            c = min(cov[order[i]], acc)
+            if c > got:
+                dists[nd] = dn[order[i]]
+                wts[nd] = c - got
+                nd += 1
+                got = c
+        first += acc - got
+    order = np.argsort(dists[:nd])
+    out_d = np.empty(nd, np.int64)
+    out_w = np.empty(nd, np.float64)
+    m = 0
+    for i in range(nd):
+        d = dists[order[i]]
+        if m > 0 and out_d[m - 1] == d:
+            out_w[m - 1] += wts[order[i]]
+        else:
+            out_d[m] = d
+            out_w[m] = wts[order[i]]
+            m += 1
+    return total, first, out_d[:m], out_w[:m]
+
+
+@njit(cache=True)
+def pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, rsc0, rsc1):
+    """`pixel_reuse_ranges` of the one range [rsc0, rsc1)."""
+    return pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, np.array([rsc0]), np.array([rsc1]))
+
+
+@njit(cache=True)
+def _ramp(x, lo, hi):
+    """L1 hit probability of a reuse at relative distance x (1 below lo, 0 above hi)."""
+    if x <= lo:
+        return 1.0
+    if x >= hi:
+        return 0.0
+    return (hi - x) / (hi - lo)
+
+
+@njit(cache=True)
+def far_misses(dist, wt, per_row, const, cap, lo, hi):
+    """Element accesses among (dist, wt) whose reuse the L1 loses: between the two reads the SM
+    reads const + per_row x dist distinct lines."""
+    m = 0.0
+    for i in range(dist.shape[0]):
+        x = (const + per_row * dist[i]) / cap
+        m += wt[i] * (1.0 - _ramp(x, lo, hi))
+    return m
+
+
+_SM_SAMPLES = 128
+_WAVE_SAMPLES = 48
+_TILE_SAMPLES = 8
+
+
+def _sampled_sms(tiles_m, tiles_n, swz, sms, cps, samples):
+    """[(weight, [tile_n of each slot], [tile_m of each slot])] for at most ``samples`` (wave, SM)
+    pairs spread over the dispatch (golden-ratio positions), weights summing to the CTAs."""
+    from ._schedule import tile_of
+    ctas = tiles_m * tiles_n
+    per_wave = sms * cps
+    full, last = divmod(ctas, per_wave)
+    pairs = full * sms + min(sms, last)                      # the (wave, SM) pairs that hold CTAs
+    take = min(pairs, samples)
+    phi = (5 ** 0.5 - 1) / 2
+    out = []
+    for i in range(take):
+        j = i if take == pairs else int(((i + 0.5) * phi % 1.0) * pairs)
+        w, sm = divmod(j, sms)
+        tiles = [tile_of(v, tiles_m, tiles_n, swz) for v in range(w * per_wave + sm, min(ctas, (w + 1) * per_wave), sms)]
+        if tiles:
+            out.append(tiles)
+    scale = ctas / max(1, sum(len(t) for t in out))
+    return [(len(t) * scale, [x[1] for x in t], [x[0] for x in t]) for t in out]
+
+
+def _window_lines(C, S, sw, dw, eb, rsc0, rsc1, line):
+    """(alpha, beta): the distinct lines that ``rows`` consecutive npq rows read of the columns
+    [rsc0, rsc1) are alpha + beta rows. Each position's
+    channels form a run of bytes, merged with the next position's when that is the next pixel of the
+    same input row (dil_w 1, same r); the next row reads every run sw C e bytes further, so the
+    round's copies of a run overlap or abut when that step is at most the run's length, and share
+    lines when it is under a line.""" 
+    from math import gcd
+    runs = []
+    j = rsc0 // C
+    while j * C < rsc1:
+        lo = max(rsc0, j * C) - j * C
+        hi = min(rsc1, j * C + C) - j * C
+        width = (hi - lo) * eb
+        if runs and dw == 1 and lo == 0 and j % S != 0 and runs[-1][1]:
+            runs[-1][0] += width
+        else:
+            runs.append([width, False])
+        runs[-1][1] = hi == C
+        j += 1
+    g = gcd(C * eb, line)
+    step = sw * C * eb
+    alpha = beta = 0.0
+    for b, _ in runs:
+        if step <= b:                            # one growing span: b - step + rows step bytes
+            alpha += (b - step + line - g) / line
+            beta += step / line
+        elif step < line:                        # copies with gaps, several to a line
+            alpha += (b + line - g) / line
+            beta += step / line
+        else:                                    # a separate copy per row
+            beta += (b + line - g) / line
+    return alpha, beta
+
+
+def predict_wgrad(layer, gpu, kernel, f, machine, ex):
+    """Every metric of `simcore.metrics` and the timing keys for ``kernel.op == "wgrad"``."""
+    from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
+    from ._counts import lines_per_row
+    from ._l2 import l2_miss_prob, refetch_misses
+    from ._schedule import wave_stats
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    P, Q = layer.p, layer.q
+    NPQ, RSC = N * P * Q, R * S * C
+    eb = kernel.elem_bytes
+    tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
+    SEC, LINE = gpu.sector_bytes, gpu.line_bytes
+    tiles_m, tiles_n = cdiv(K, tm), cdiv(RSC, tn)
+    ctas = tiles_m * tiles_n
+    cps, ways, sets = machine
+    per_wave = cps * gpu.sms
+    ksteps = cdiv(NPQ, tk)
+    sec_a, sec_b, sec_c = ex["sec_A"], ex["sec_B"], ex["sec_C"]
+    swz = kernel.swizzle_log
+    hist_ra, hist_rb, _hist_rh, wsum = wave_stats(tiles_m, tiles_n, swz, per_wave, _WAVE_SAMPLES)
+    n_waves = wsum[3]
+    na_wave, nb_wave, ctas_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves
+
+    # A = dy: row npq reads the CTA's k block, rows K e bytes apart
+    a_lines_row = lines_per_row(K, tm, eb, K * eb, LINE, LINE)
+    a_sec_row = lines_per_row(K, tm, eb, K * eb, SEC, SEC)
+    a_round = tk * a_lines_row
+    a_lookups = sec_a / ctas if ctas else 0.0                 # per CTA
+    a_distinct = min(1.0, NPQ * a_sec_row / a_lookups) if a_lookups else 1.0
+    # B = x: per sampled SM, the union of its distinct column tiles (read in lockstep)
+    lo, hi = f.l1_hit_lo, f.l1_hit_hi
+    cap = sets * ways
+    sh, sw = layer.stride
+    ph, pw = layer.pad
+    dh, dw = layer.dilation
+    b_lookups = sec_b / ctas if ctas else 0.0
+    b_al, b_be = _window_lines(C, S, sw, dw, eb, 0, tn, LINE)
+    if tiles_n > 1:
+        al2, be2 = _window_lines(C, S, sw, dw, eb, (tiles_n - 1) * tn, tiles_n * tn, LINE)
+        b_al = (b_al * (tiles_n - 1) + al2) / tiles_n
+        b_be = (b_be * (tiles_n - 1) + be2) / tiles_n
+    b_round = b_al + b_be * tk
+    dense = C * eb < SEC
+    wsum = miss_a = miss_b = 0.0
+    for weight, tns, tms in _sampled_sms(tiles_m, tiles_n, swz, gpu.sms, cps, _TILE_SAMPLES * 2):
+        k = len(tns)
+        na, nb = len(set(tms)), len(set(tns))
+        per_round = na * a_round + nb * b_round
+        distinct = sorted(set(tns))
+        lo_r = np.array([t * tn for t in distinct], np.int64)
+        total, first, dist, wt = pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo_r, lo_r + tn)
+        sec_elem = nb * b_lookups / total if total else 0.0
+        first_sec = first * eb / SEC if dense else first * sec_elem
+        far = far_misses(dist.astype(np.float64), wt, na * a_lines_row + nb * b_be, nb * b_al, cap,
+                         lo, hi) * sec_elem
+        mb = min(nb * b_lookups, first_sec + far)             # the first holders' misses
+        # repeats (an earlier slot holds the tile) read what that slot just read
+        seen_m, seen_n = {}, {}
+        ma = 0.0
+        for s_, (tm_, tn_) in enumerate(zip(tms, tns)):
+            if tm_ in seen_m:
+                ma += a_lookups * (1.0 - _ramp((s_ - seen_m[tm_]) * (a_round + b_round) / cap, lo, hi))
+            else:
+                ma += a_lookups * a_distinct
+            if tn_ in seen_n:
+                mb += b_lookups * (1.0 - _ramp((s_ - seen_n[tn_]) * (a_round + b_round) / cap, lo, hi))
+            seen_m[tm_] = s_
+            seen_n[tn_] = s_
+        wsum += weight
+        miss_a += weight * ma / k
+        miss_b += weight * mb / k
+    miss_a = min(float(sec_a), miss_a / wsum * ctas if wsum else 0.0)
+    miss_b = min(float(sec_b), miss_b / wsum * ctas if wsum else 0.0)
+    b_round_avg = b_round
+    all_total, all_first, _d, _w = pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, 0, RSC)
+    b_first_frac = all_first / all_total if all_total else 1.0
+
+    # L2: compulsory dy and x; x pixels re-read across the wave's columns beyond the L2; tiles of
+    # later waves re-read
+    cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
+    l2_ways, spread = float(gpu.l2_ways), f.l2_cliff_spread
+    uniq_dy = float(cdiv(NPQ * K * eb, SEC))
+    uniq_x = float(uniq_input(N, C, H, W, P, Q, R, S, *layer.stride, *layer.pad, *layer.dilation, eb, True, SEC))
+    per_round = na_wave * a_round + nb_wave * b_round_avg
+    total_all, first_all, dist_all, wt_all = pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, 0, RSC)
+    sec_per_access = (sec_b / tiles_m) / total_all if total_all else 0.0
+    far_b = 0.0
+    for d, w in zip(dist_all, wt_all):
+        far_b += w * l2_miss_prob(d / tk * per_round / cap_lines, l2_ways, spread)
+    far_b *= sec_per_access
+    a_slice = NPQ * a_sec_row
+    b_slice = (sec_b / ctas) * b_first_frac if ctas else 0.0
+    c_lines = cdiv(K * RSC * eb, LINE) / ctas
+    f1 = na_wave * NPQ * a_lines_row + nb_wave * ksteps * b_round_avg * b_first_frac + ctas_wave * c_lines
+    fnew = max(0.0, f1 - NPQ * a_lines_row * hist_ra[1] / n_waves
+               - ksteps * b_round_avg * b_first_frac * hist_rb[1] / n_waves)
+    reread_a = refetch_misses(hist_ra, a_slice, f1, fnew, cap_lines, l2_ways, spread)
+    reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, spread)
+    dram_a = min(miss_a, uniq_dy + reread_a)
+    dram_b = min(miss_b, uniq_x + far_b + reread_b)
+
+    # stores: dw, once per CTA at its end
+    uniq_c = float(cdiv(K * RSC * eb, SEC))
+    r_full = na_wave * a_slice + nb_wave * b_slice
+    dirty, dram_w = dirty_at_end(gpu, f, uniq_c, uniq_c / ctas, r_full, ctas, per_wave, ctas_wave)
+    out = assemble(ex, sec_a, sec_b, sec_c, sec_a - miss_a, sec_b - miss_b, miss_a, miss_b, dram_a, dram_b,
+                   dram_w, dirty, uniq_c)
+    out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, float(layer.flops))))
+    return out
