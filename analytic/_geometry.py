@@ -147,12 +147,82 @@ def _dgrad_unit(layer, kernel):
                     reuse_b1, float(layer.flops))
 
 
+def _starting_coord(stride, pad, start):
+    """DESIGN 3a `strided_dgrad_starting_coords` along one axis."""
+    return abs(stride - (pad % stride - start)) % stride
+
+
+def dgrad_subproblems(layer, kernel) -> list:
+    """Strided dgrad (DESIGN 3a) as one unit-stride-like GEMM per starting filter position f: rows
+    (n, p', q') of dx pixels h = start_h + p' stride_h (w likewise), taps r = start_r, start_r +
+    stride_h, ... read dy at p = p' + off_h - i (i-th tap), i.e. an fprop window over dy with stride 1,
+    dilation 1, the taps in reverse. Returns [(Geometry, share)]: sub-problems with at least one tap
+    and one row (idle and store-only CTAs load nothing); ``share`` is the sub-problem's part of the
+    layer's B and C traffic (its taps' and rows' share), A counts are the window's own."""
+    from ._counts import _l1_nhwc
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    sh, sw = layer.stride
+    ph, pw = layer.pad
+    P, Q = layer.p, layer.q
+    eb = kernel.elem_bytes
+    tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
+    total = l1_counts(layer, kernel)
+    subs = []
+    for f in range(sh * sw):
+        start_r, start_s = f // sw, f % sw
+        start_h, start_w = _starting_coord(sh, ph, start_r), _starting_coord(sw, pw, start_s)
+        if start_h >= H or start_w >= W:
+            continue
+        nr, ns = len(range(start_r, R, sh)), len(range(start_s, S, sw))
+        pp, qq = -(-(H - start_h) // sh), -(-(W - start_w) // sw)
+        if nr == 0 or ns == 0:
+            subs.append((None, nr, ns, pp, qq, start_r, start_s, start_h, start_w))
+            continue
+        subs.append(("x", nr, ns, pp, qq, start_r, start_s, start_h, start_w))
+    taps_total = sum(nr * ns * pp * qq for kind, nr, ns, pp, qq, *_ in subs if kind)
+    rows_total = sum(pp * qq for _kind, _nr, _ns, pp, qq, *_ in subs)
+    out = []
+    row_b = R * S * C * eb
+    uniq_b = float(_cdiv(K * C * R * S * eb, SEC))
+    tiles_n = _cdiv(C, tn)
+    last_n = C - (tiles_n - 1) * tn
+    for kind, nr, ns, pp, qq, start_r, start_s, start_h, start_w in subs:
+        if not kind:
+            continue
+        off_h = (start_h + ph - start_r) // sh
+        off_w = (start_w + pw - start_s) // sw
+        win = Window(N, K, P, Q, nr, ns, 1, 1, nr - 1 - off_h, ns - 1 - off_w, 1, 1, pp, qq, True)
+        res = _l1_nhwc(N, K, P, Q, C, nr, ns, 1, 1, win.ph, win.pw, 1, 1, pp, qq, eb, tm, tn, tk,
+                       kernel.vector, kernel.thread_map_a.t_c, kernel.thread_map_b.t_c)
+        share = nr * ns * pp * qq / taps_total
+        row_share = pp * qq / rows_total
+        ex = {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": total["req_B"] * share,
+              "sec_B": total["sec_B"] * share, "req_C": total["req_C"] * row_share,
+              "sec_C": total["sec_C"] * row_share}
+        rows = K / _cdiv(K, tk)
+        lpr_b = lines_per_row(C, tn, eb, row_b, sw * C * eb, LINE)
+        slice_rows = K * nr * ns
+
+        def row_lines(width):
+            return lines_per_row(width, width, eb, row_b, sw * C * eb, LINE)
+        if last_n != tn:
+            ncls = np.array([[rows * row_lines(tn), (tiles_n - 1) / tiles_n, slice_rows * row_lines(tn)],
+                             [rows * row_lines(last_n), 1.0 / tiles_n, slice_rows * row_lines(last_n)]])
+        else:
+            ncls = np.array([[rows * row_lines(tn), 1.0, slice_rows * row_lines(tn)]])
+        flops = 2.0 * N * pp * qq * C * K * nr * ns
+        geo = Geometry("dgrad", win, C, nr * ns * _cdiv(K, tk), ex, rows, row_b, sw * C * eb, lpr_b, ncls,
+                       uniq_b * nr * ns / (R * S), 0.0, 0.0, flops)
+        out.append((geo, share))
+    return out
+
+
 def geometry_check(layer, kernel) -> None:
     """ValueError (one line) for an op the model does not cover."""
     op = getattr(kernel, "op", "fprop")
-    if op in ("fprop", "wgrad") or (op == "dgrad" and layer.stride == (1, 1)):
+    if op in ("fprop", "wgrad", "dgrad"):
         return
-    raise ValueError(f"analytic model: op {op!r} with stride {layer.stride} is not modelled yet")
+    raise ValueError(f"analytic model: op {op!r} is not modelled")
 
 
 def geometry(layer, kernel) -> Geometry:

@@ -21,6 +21,7 @@ from ._l2 import refetch_misses
 from ._reuse import l1_configs, reuse_histogram
 from ._schedule import aggregate_configs, sm_configs, wave_stats
 from ._wgrad import predict_wgrad
+from simcore import metrics as Mx
 from .factors import resolve_factors
 
 __all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
@@ -67,10 +68,72 @@ def _predict(layer, gpu, kernel, f, machine):
     if kernel.op == "wgrad":
         from ._geometry import l1_counts
         return predict_wgrad(layer, gpu, kernel, f, machine, l1_counts(layer, kernel))
+    if kernel.op == "dgrad" and layer.stride != (1, 1):
+        return _predict_strided_dgrad(layer, gpu, kernel, f, machine)
     return _predict_gemm(geometry(layer, kernel), gpu, kernel, f, machine, layer)
 
 
-def _predict_gemm(geo, gpu, kernel, f, machine, layer):
+def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
+    """Strided dgrad: the sum of its sub-problems (`_geometry.dgrad_subproblems`), each on the GEMM
+    engine as if alone, with dy's compulsory reads shared: every sub-problem reads (nearly) all of dy,
+    one after the other in block order, so a later one finds it in L2 unless the tiles between evict
+    it (their traffic against the L2, the engine's cliff)."""
+    from ._common import cdiv
+    from ._geometry import dgrad_subproblems, l1_counts
+    from ._l2 import l2_miss_prob
+    subs = dgrad_subproblems(layer, kernel)
+    total = None
+    uniq_sum = 0.0
+    for geo, _share in subs:
+        part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False)
+        uniq_sum += part.pop("_uniq_a")
+        if total is None:
+            total = part
+        else:
+            for key, value in part.items():
+                total[key] += value
+    ex = l1_counts(layer, kernel)
+    # store-only CTAs (no tap reaches their rows) write zeros: scale the output side to every store
+    stored = total[Mx.L1_ST_SECTORS]
+    if stored and ex["sec_C"] != stored:
+        scale = ex["sec_C"] / stored
+        for key in (Mx.L2_WR_SECTORS, Mx.L2_WR_HITS, Mx.L2_WR_MISSES, Mx.DRAM_WR_SECTORS, Mx.L2_DIRTY_AT_END):
+            for k in (key, key + ":C"):
+                total[k] *= scale
+    eb = kernel.elem_bytes
+    SEC, LINE = gpu.sector_bytes, gpu.line_bytes
+    uniq_dy = float(cdiv(layer.n * layer.p * layer.q * layer.k * eb, SEC))
+    # in block order (tile_m fastest) sub-problem f + 1's tile i follows f's tile i by the tile_m_per_filter
+    # blocks of one sub-problem: in the same wave when that is under a wave, else after their lines
+    if len(subs) > 1:
+        cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
+        tpf = cdiv(layer.n * cdiv(layer.h, layer.stride[0]) * cdiv(layer.w, layer.stride[1]), kernel.tile_m)
+        per_wave = machine[0] * gpu.sms
+        # between the two reads: the other tiles of the sub-problem (their rows span all of dy once),
+        # the dx rows they store, and their filters
+        gap_lines = (cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
+                     + total[Mx.L2_WR_SECTORS] * SEC / LINE / len(subs)
+                     + cdiv(layer.params * eb, LINE) / len(subs))
+        gap = gap_lines if tpf >= per_wave else 0.0
+        reread = (len(subs) - 1) * uniq_dy * l2_miss_prob(gap / cap_lines, float(gpu.l2_ways), f.l2_cliff_spread)
+        fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
+        for key in (Mx.DRAM_RD_SECTORS, Mx.DRAM_RD_SECTORS + ":A", Mx.L2_RD_MISSES, Mx.L2_RD_MISSES + ":A"):
+            total[key] = max(0.0, total[key] + fix)
+        for key in (Mx.L2_RD_HITS, Mx.L2_RD_HITS + ":A"):
+            total[key] = max(0.0, total[key] - fix)
+    # exact L1 request / sector counts of the whole layer
+    for key, name, ops in ((Mx.L1_LD_REQUESTS, "req", "AB"), (Mx.L1_LD_SECTORS, "sec", "AB"),
+                           (Mx.L1_ST_REQUESTS, "req", "C"), (Mx.L1_ST_SECTORS, "sec", "C")):
+        for op in ops:
+            total[f"{key}:{op}"] = float(ex[f"{name}_{op}"])
+        total[key] = sum(total[f"{key}:{op}"] for op in "ABC")
+    ctas = sum(cdiv(g.win.m, kernel.tile_m) for g, _ in subs) * cdiv(layer.c, kernel.tile_n)
+    ksteps = max((g.ksteps for g, _ in subs), default=0)
+    total.update(layer_time(layer, gpu, kernel, total, machine, (max(ctas, 1), ksteps, float(layer.flops))))
+    return total
+
+
+def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
     win = geo.win
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
     sh, sw, ph, pw, dh, dw = win.sh, win.sw, win.ph, win.pw, win.dh, win.dw
@@ -231,5 +294,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer):
     dirty, dram_w = dirty_at_end(gpu, f, uniq_c, y_cta, r_full, ctas, per_wave, ctas_wave)
     out = assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b, dram_w, dirty,
                    uniq_c)
-    out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, geo.flops)))
+    if timing:
+        out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, geo.flops)))
+    else:
+        out["_uniq_a"] = uniq_a
     return out
