@@ -121,11 +121,9 @@ def layer_time(layer, gpu, kernel, counts, machine=None, grid=None) -> dict:
     SEC = gpu.sector_bytes
     tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
     if grid is None:
-        ctas = cdiv(layer.gemm_m, tm) * cdiv(layer.k, tn)
-        ksteps = cdiv(layer.gemm_k, tk) if kernel.layout == "nchw" else layer.r * layer.s * cdiv(layer.c, tk)
-        flops = float(layer.flops)
-    else:
-        ctas, ksteps, flops = grid
+        from ._geometry import grid as op_grid
+        grid = op_grid(layer, kernel)
+    ctas, ksteps, flops = grid
     per_wave = cps * sms
     full_waves, n_last = divmod(ctas, per_wave)
     if kernel.dtype == "fp16" and gpu.tensor_tflops > 0:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ._counts import block_sharing, l1_counts, lines_per_row
 
-__all__ = ["Window", "Geometry", "geometry"]
+__all__ = ["Window", "Geometry", "geometry", "grid"]
 
 SEC = 32
 LINE = 128
@@ -233,3 +233,32 @@ def geometry(layer, kernel) -> Geometry:
     if op == "dgrad" and layer.stride == (1, 1):
         return _dgrad_unit(layer, kernel)
     raise ValueError(f"analytic model: op {op!r} with stride {layer.stride} is not modelled yet")
+
+
+def grid(layer, kernel) -> tuple:
+    """``(CTAs, k-steps of the longest CTA, FLOPs)`` of ``layer``'s launch for ``kernel.op``: the grid
+    figures the time model charges (`_common.layer_time`). Strided dgrad counts the CTAs of its
+    sub-problems that have a tap (DESIGN 3a: the others exit at once or only store)."""
+    op = getattr(kernel, "op", "fprop")
+    N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
+    tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
+    flops = float(layer.flops)
+    if op == "wgrad":
+        return _cdiv(K, tm) * _cdiv(R * S * C, tn), _cdiv(N * layer.p * layer.q, tk), flops
+    if op == "dgrad":
+        sh, sw = layer.stride
+        if (sh, sw) == (1, 1):
+            return _cdiv(N * H * W, tm) * _cdiv(C, tn), R * S * _cdiv(K, tk), flops
+        rows, ksteps = 0, 0
+        for f in range(sh * sw):
+            start_r, start_s = f // sw, f % sw
+            start_h = _starting_coord(sh, layer.pad[0], start_r)
+            start_w = _starting_coord(sw, layer.pad[1], start_s)
+            taps = len(range(start_r, R, sh)) * len(range(start_s, S, sw))
+            if start_h >= H or start_w >= W or not taps:
+                continue
+            rows += _cdiv(N * _cdiv(H - start_h, sh) * _cdiv(W - start_w, sw), tm)
+            ksteps = max(ksteps, taps * _cdiv(K, tk))
+        return max(rows * _cdiv(C, tn), 1), ksteps, flops
+    ksteps = _cdiv(layer.gemm_k, tk) if kernel.layout == "nchw" else R * S * _cdiv(C, tk)
+    return _cdiv(layer.gemm_m, tm) * _cdiv(K, tn), ksteps, flops

@@ -18,7 +18,7 @@ from traces.files import atomic_write  # noqa: F401  (re-exported for the CLIs)
 from traces.simcache import package_version  # noqa: F401  (re-exported for the CLIs)
 
 __all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_write", "check_output_path",
-           "add_kernel_arguments", "kernel_from_args", "resolve_gpu", "cli_main",
+           "add_kernel_arguments", "kernel_from_args", "op_kernels", "resolve_gpu", "cli_main",
            "rel_error", "parse_positive_int", "simulate_layer", "predict_layer", "reuse_factors_class"]
 
 
@@ -109,8 +109,9 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
                        help="elements per thread access (default: %(default)s)")
     group.add_argument("--threads", default=256, type=parse_positive_int, metavar="T",
                        help="threads per CTA (default: %(default)s)")
-    group.add_argument("--op", default="fprop", choices=("fprop", "dgrad", "wgrad"),
-                       help="convolution pass of the forward layer (default: %(default)s)")
+    group.add_argument("--op", default="fprop", choices=("fprop", "dgrad", "wgrad", "train"),
+                       help="convolution pass of the forward layer, or train: all three passes of a training "
+                            "step, each layer's and the step's total (default: %(default)s)")
 
 
 def kernel_from_args(args):
@@ -118,9 +119,26 @@ def kernel_from_args(args):
     from traces import KernelConfig
     try:
         return KernelConfig.from_tile(args.tile, layout=args.layout, dtype=args.dtype, vector=args.vector,
-                                      threads=args.threads, op=getattr(args, "op", "fprop"))
+                                      threads=args.threads, op=_first_op(args))
     except (TypeError, ValueError) as err:
         raise CLIError(f"--tile {args.tile}: {err}" if "tile must look like" in str(err) else str(err)) from None
+
+
+def _first_op(args) -> str:
+    op = getattr(args, "op", "fprop")
+    return "fprop" if op == "train" else op
+
+
+def op_kernels(args, kernel) -> list:
+    """``[(op, kernel)]`` of ``--op``: one pass, or (train) fprop, dgrad and wgrad (CLIError when the
+    kernel's settings do not allow a backward pass)."""
+    if getattr(args, "op", "fprop") != "train":
+        return [(kernel.op, kernel)]
+    from analytic.training import pass_kernels
+    try:
+        return list(pass_kernels(kernel).items())
+    except ValueError as err:
+        raise CLIError(f"--op train: {err}") from None
 
 
 def resolve_gpu(name: str):

@@ -7,6 +7,10 @@ requests and sectors, L1 hit rate, L2 read sectors, L2 hit rate, DRAM read and w
 relative error of each ((predicted - simulated) / simulated), the predicted time and bound; then
 network totals and the mean and worst absolute relative error per metric. ``--ncu-csv`` adds measured
 values from an Nsight Compute CSV export. Results files: see ``validation/SCHEMA.md``.
+
+``--op dgrad|wgrad`` compares that pass of every layer; ``--op train`` all three passes of a training
+step: per layer, the passes side by side and their sum (the step's traffic per level, predicted time
+and bound), then the network's step total and the errors per pass and over all of them.
 """
 from __future__ import annotations
 
@@ -16,11 +20,12 @@ import sys
 import time
 
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits, check_output_path,
-                     cli_main, kernel_from_args, parse_positive_int, predict_layer, resolve_gpu,
+                     cli_main, kernel_from_args, op_kernels, parse_positive_int, predict_layer, resolve_gpu,
                      reuse_factors_class, simulate_layer)
 from traces.executor import Executor, add_executor_arguments, resolve_executor, timed_call
-from .report import check_matplotlib, format_document, format_header, layer_table, plot_document
-from .results import make_document, make_entry, write_json, write_h5
+from .report import (check_matplotlib, format_document, format_header, layer_table, plot_document,
+                     step_layer_table)
+from .results import layer_steps, make_document, make_entry, write_json, write_h5
 
 __all__ = ["create_parser", "check_arguments", "run", "main", "simulate_layer", "predict_layer",
            "load_factors", "reuse_factors_class"]
@@ -93,7 +98,8 @@ def create_parser() -> argparse.ArgumentParser:
 def check_arguments(args) -> None:
     """Check and resolve the arguments; raise ValueError (one clear line) on bad input.
 
-    Sets ``args.layer_list``, ``args.gpu_obj``, ``args.kernel``, ``args.factors_obj``, ``args.measured``.
+    Sets ``args.layer_list``, ``args.gpu_obj``, ``args.kernel``, ``args.passes`` (``[(op, kernel)]``: one,
+    or three with ``--op train``), ``args.factors_obj``, ``args.measured``.
     """
     from traces import NETWORKS, load_layers, resolve_layers
     if args.network is None and not args.layers_file:
@@ -119,7 +125,9 @@ def check_arguments(args) -> None:
     resolve_executor(args)
     args.gpu_obj = resolve_gpu(args.gpu)
     args.kernel = kernel_from_args(args)
-    check_kernel_fits(args.kernel, args.gpu_obj, layers)
+    args.passes = op_kernels(args, args.kernel)
+    for _op, kernel in args.passes:
+        check_kernel_fits(kernel, args.gpu_obj, layers)
     args.factors_obj = load_factors(args.factors) if args.factors else None
     cache_dir = getattr(args, "cache_dir", None)
     args.cache_dir = cache_dir
@@ -130,6 +138,8 @@ def check_arguments(args) -> None:
             check_output_path(f"--{option}", getattr(args, option))
     if args.plot:
         check_matplotlib()
+    if args.ncu_csv and len(args.passes) > 1:
+        raise CLIError("--ncu-csv holds one launch per layer: give one --op (fprop, dgrad or wgrad), not train")
     if args.ncu_csv:
         from .ncu import load_measurements
         args.measured = load_measurements(args.ncu_csv, layers)
@@ -140,35 +150,39 @@ def check_arguments(args) -> None:
 
 def _progress(total, quiet):
     from tqdm import tqdm
-    return tqdm(total=total, desc="simulating", unit="layer", file=sys.stderr,
+    return tqdm(total=total, desc="simulating", unit="pass", file=sys.stderr,
                 disable=True if quiet else None, dynamic_ncols=True)
 
 
-def _cached_results(layers, gpu, kernel, cache_dir) -> tuple:
-    """``(keys, {index: metrics})``: cache keys of every layer and the results ``cache_dir`` holds
-    (same layer shape, GPU, kernel, package and simulator version; files shared with
+def _cached_results(items, gpu, cache_dir) -> tuple:
+    """``(keys, {index: metrics})``: cache keys of every (layer, op, kernel) item and the results
+    ``cache_dir`` holds (same layer shape, GPU, kernel, package and simulator version; files shared with
     ``validation.calibrate --cache-dir``). Read and written here, never by a worker."""
     if not cache_dir:
-        return [None] * len(layers), {}
+        return [None] * len(items), {}
     from traces.simcache import cache_key, read_cache
-    keys = [cache_key(layer, gpu, kernel) for layer in layers]
+    keys = [cache_key(layer, gpu, kernel) for layer, _op, kernel in items]
     found = {i: read_cache(cache_dir, key) for i, key in enumerate(keys)}
     return keys, {i: result for i, result in found.items() if result is not None}
 
 
 def run(args) -> int:
-    """Simulate and predict every layer, print the report, write the requested files. Returns the exit status."""
+    """Simulate and predict every layer (every pass of it), print the report, write the requested files.
+    Returns the exit status."""
     if not getattr(args, "checked", False):
         check_arguments(args)
-    layers, gpu, kernel = args.layer_list, args.gpu_obj, args.kernel
-    factors = args.factors_obj
+    layers, gpu, factors = args.layer_list, args.gpu_obj, args.factors_obj
+    passes = getattr(args, "passes", None) or [(args.kernel.op, args.kernel)]
+    items = [(layer, op, kernel) for layer in layers for op, kernel in passes]     # layer-major
     # The model is cheap: predict everything first so that a model error stops us before any output.
-    predicted = [predict_layer(layer, gpu, kernel, factors) for layer in layers]
+    predicted = [predict_layer(layer, gpu, kernel, factors) for layer, _op, kernel in items]
     batch = args.batch if args.batch is not None else layers[0].n
-    meta = dict(network=args.network, gpu=gpu, kernel=kernel, factors=_factors_dict(factors), batch=batch)
+    meta = dict(network=args.network, gpu=gpu, kernel=args.kernel, factors=_factors_dict(factors), batch=batch,
+                op=getattr(args, "op", None) or args.kernel.op)
     done = {}
     last_save = [-float("inf")]
     streaming = not args.quiet and args.jobs == 1 and not args.scheduler   # each layer's table as it finishes
+    npass = len(passes)
 
     def document(complete, error=None):
         return make_document(entries=[done[i] for i in sorted(done)], complete=complete, error=error, **meta)
@@ -179,23 +193,35 @@ def run(args) -> int:
         if args.h5:
             write_h5(doc, args.h5)
 
+    def show(index):
+        """Print a layer's table once all its passes are done (in layer order when streaming)."""
+        first = index - index % npass
+        group = [done.get(i) for i in range(first, first + npass)]
+        if any(entry is None for entry in group):
+            return
+        bar.clear()
+        if npass == 1:
+            print(layer_table(group[0]) + "\n", flush=True)
+        else:
+            print(step_layer_table(layer_steps(group)[0], group) + "\n", flush=True)
+
     def on_done(index, outcome):
         result, seconds = outcome
-        done[index] = make_entry(layers[index], result, predicted[index], args.measured[index], seconds)
+        layer, op, _kernel = items[index]
+        done[index] = make_entry(layer, result, predicted[index], args.measured[index // npass], seconds, op=op)
         now = time.monotonic()
         if (args.json or args.h5) and now - last_save[0] >= SAVE_INTERVAL_S:
             save(document(complete=False))
             last_save[0] = time.monotonic()
         if streaming:
-            bar.clear()
-            print(layer_table(done[index]) + "\n", flush=True)
+            show(index)
 
     if streaming:
         print(format_header(document(complete=True)) + "\n", flush=True)
-    keys, cached = _cached_results(layers, gpu, kernel, args.cache_dir)
-    todo = [i for i in range(len(layers)) if i not in cached]
+    keys, cached = _cached_results(items, gpu, args.cache_dir)
+    todo = [i for i in range(len(items)) if i not in cached]
     executor = Executor(args.jobs, args.scheduler, tasks=len(todo))
-    tasks = [((simulate_layer, layers[i], gpu, kernel), {"jobs": executor.task_threads}) for i in todo]
+    tasks = [((simulate_layer, items[i][0], gpu, items[i][2]), {"jobs": executor.task_threads}) for i in todo]
 
     def on_simulated(task, outcome):
         index = todo[task]
@@ -204,13 +230,17 @@ def run(args) -> int:
             write_cache(args.cache_dir, keys[index], {k: int(v) for k, v in outcome[0].items()})
         on_done(index, outcome)
 
-    bar = _progress(len(layers), args.quiet)
+    def label(task):
+        layer, op, _kernel = items[todo[task]]
+        return layer.name if npass == 1 else f"{layer.name} {op}"
+
+    bar = _progress(len(items), args.quiet)
     try:
         for index in sorted(cached):
             on_done(index, (cached[index], None))
             bar.update(1)
         with executor:
-            executor.run(timed_call, tasks, on_done=on_simulated, progress=bar, label=lambda t: layers[todo[t]].name)
+            executor.run(timed_call, tasks, on_done=on_simulated, progress=bar, label=label)
     except KeyboardInterrupt:
         bar.close()
         doc = document(complete=False, error="interrupted")
@@ -218,8 +248,9 @@ def run(args) -> int:
         if args.plot and done:
             atomic_write(args.plot, lambda tmp: plot_document(doc, tmp))
         where = ", ".join(p for p in (args.json, args.h5) if p)
-        print(f"interrupted: {len(done)} of {len(layers)} layers done"
-              + (f"; finished layers saved in {where}" if where else ""), file=sys.stderr)
+        unit = "layers" if npass == 1 else "passes"
+        print(f"interrupted: {len(done)} of {len(items)} {unit} done"
+              + (f"; finished {unit} saved in {where}" if where else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as err:
         bar.close()

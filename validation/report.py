@@ -6,7 +6,7 @@ import math
 from simcore import metrics as M
 
 __all__ = ["TABLE_METRICS", "SUMMARY_METRICS", "eng", "eng_time", "pct", "layer_table", "totals_table",
-           "error_table", "format_header", "format_document", "plot_document", "panel_notes", "check_matplotlib"]
+           "error_table", "passes_table", "step_layer_table", "format_header", "format_document", "plot_document", "panel_notes", "check_matplotlib"]
 
 #: (label, key, kind) of the rows of every per-layer table; kind "count" or "rate".
 TABLE_METRICS = (
@@ -179,12 +179,69 @@ def error_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _pass_timing(predicted: dict) -> str:
+    text = eng_time(predicted.get("time_s"))
+    return f"{text} {predicted['bound']}" if predicted.get("bound") else text
+
+
+def passes_table(title: str, passes: list, step: dict, indent="  ") -> str:
+    """One table of a layer's (or the network's) passes side by side and their sum (the training step).
+
+    ``passes``: ``[(op, simulated, predicted)]``; ``step``: ``{"simulated", "predicted", "errors"}``."""
+    step_pred = step.get("predicted") or {}
+    timing = ", ".join(f"{op} {_pass_timing(pred)}" for op, _sim, pred in passes)
+    head = f"{title}  step predicted {_pass_timing(step_pred)}" + (f"-bound ({timing})" if step_pred.get("bound")
+                                                                   else f" ({timing})")
+    cols = f"{indent}{'metric':<20}" + "".join(f"{op + ' sim':>10}{'pred':>8}" for op, _s, _p in passes)
+    lines = [head, cols + f"{'step sim':>10}{'pred':>8}{'error':>8}"]
+    for label, key, kind in TABLE_METRICS:
+        line = f"{indent}{label:<20}"
+        for _op, sim, pred in passes:
+            line += f"{_value(kind, (sim or {}).get(key)):>10}{_value(kind, pred.get(key)):>8}"
+        line += (f"{_value(kind, (step.get('simulated') or {}).get(key)):>10}{_value(kind, step_pred.get(key)):>8}"
+                 f"{pct((step.get('errors') or {}).get(key)):>8}")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def step_layer_table(step: dict, entries: list) -> str:
+    """`passes_table` of one layer: its entries (one per pass) and their sum ``step`` (`layer_steps`)."""
+    params = _layer_line(step.get("layer") or {})
+    title = f"layer {step.get('name') or '?'}" + (f"  {params}" if params else "")
+    return passes_table(title, [(e.get("op") or "fprop", e.get("simulated"), e.get("predicted") or {})
+                                for e in entries], step)
+
+
+def _step_document_lines(doc: dict, layers: bool) -> list:
+    summary = doc.get("summary") or {}
+    entries = doc.get("layers") or []
+    out = []
+    if layers:
+        for step in summary.get("steps") or []:
+            group = [e for e in entries if e["name"] == step["name"]]
+            out += [step_layer_table(step, group), ""]
+    passes = summary.get("passes") or {}
+    totals = summary.get("totals") or {}
+    net = [(op, (part.get("totals") or {}).get("simulated"), (part.get("totals") or {}).get("predicted") or {})
+           for op, part in passes.items()]
+    out += [passes_table(f"network total ({len(summary.get('steps') or [])} layers)", net,
+                         {"simulated": totals.get("simulated"), "predicted": totals.get("predicted") or {},
+                          "errors": summary.get("total_errors")}), ""]
+    for op, part in passes.items():
+        out += [f"{op}: relative error of the prediction vs simulation, over layers",
+                error_table(part).split("\n", 1)[1], ""]
+    out.append(error_table(summary).replace("over layers", "over layers and passes", 1))
+    return out
+
+
 def format_header(doc: dict) -> str:
     """First line of a report: network, GPU, batch, kernel (and INCOMPLETE when interrupted)."""
     gpu = (doc.get("gpu") or {}).get("name", "?")
     kernel = doc.get("kernel") or {}
     tile = "x".join(str(kernel.get(f, "?")) for f in ("tile_m", "tile_n", "tile_k"))
-    return (f"{doc.get('network') or 'layers'} on {gpu}, batch {doc.get('batch')}, kernel {tile} "
+    op = doc.get("op") or kernel.get("op") or "fprop"
+    what = "training step (fprop + dgrad + wgrad)" if op == "train" else op
+    return (f"{doc.get('network') or 'layers'} {what} on {gpu}, batch {doc.get('batch')}, kernel {tile} "
             f"{kernel.get('layout', '?')} {kernel.get('dtype', '?')} vector {kernel.get('vector', '?')}"
             f"{'' if doc.get('complete', True) else '  (INCOMPLETE: interrupted)'}")
 
@@ -192,10 +249,12 @@ def format_header(doc: dict) -> str:
 def format_document(doc: dict, *, layers=True, header=True) -> str:
     """The text report of a compare document (header, per-layer tables, totals, error summary)."""
     out = [format_header(doc), ""] if header else []
+    summary = doc.get("summary") or {}
+    if summary.get("passes"):
+        return "\n".join(out + _step_document_lines(doc, layers)).rstrip() + "\n"
     if layers:
         for entry in doc.get("layers") or []:
             out += [layer_table(entry), ""]
-    summary = doc.get("summary") or {}
     if summary:
         out += [totals_table(summary), "", error_table(summary)]
     return "\n".join(out).rstrip() + "\n"
@@ -264,8 +323,12 @@ def _scatter_panel(ax, kind, pairs, meas):
     """Predicted (dots) and measured (crosses) against simulated, with y = x: log axes for counts,
     linear from 0 to 1 for rates."""
     from matplotlib.ticker import NullFormatter
-    if pairs:
-        ax.scatter(*zip(*pairs), s=14, label="predicted")
+    groups = {}
+    for sim, pred, op in pairs:
+        groups.setdefault(op, []).append((sim, pred))
+    for op, points in groups.items():
+        ax.scatter(*zip(*points), s=14, label="predicted" if len(groups) == 1 else f"predicted, {op}")
+    pairs = [(sim, pred) for sim, pred, _op in pairs]
     if meas:
         ax.scatter(*zip(*meas), s=14, marker="x", label="measured")
     values = [v for pair in pairs + meas for v in pair]
@@ -302,8 +365,9 @@ def plot_document(doc: dict, path) -> dict:
     axes = axes.ravel()
     notes = {}
     for ax, (label, key, kind) in zip(axes, TABLE_METRICS):
-        pairs = [(e["simulated"].get(key), (e.get("predicted") or {}).get(key)) for e in entries]
-        pairs = [(s, p) for s, p in pairs if _drawable(kind, s) and _drawable(kind, p)]
+        pairs = [(e["simulated"].get(key), (e.get("predicted") or {}).get(key), e.get("op") or "fprop")
+                 for e in entries]
+        pairs = [(s, p, op) for s, p, op in pairs if _drawable(kind, s) and _drawable(kind, p)]
         meas = [(e["simulated"].get(key), (e.get("measured") or {}).get(key)) for e in entries if e.get("measured")]
         meas = [(s, m) for s, m in meas if _drawable(kind, s) and _drawable(kind, m)]
         _scatter_panel(ax, kind, pairs, meas)
@@ -325,7 +389,10 @@ def plot_document(doc: dict, path) -> dict:
     for ax in axes[len(TABLE_METRICS):]:
         ax.axis("off")
     gpu = (doc.get("gpu") or {}).get("name", "?")
-    fig.suptitle(f"{doc.get('network') or 'layers'} on {gpu}, batch {doc.get('batch')}: predicted vs simulated")
+    op = doc.get("op") or (doc.get("kernel") or {}).get("op") or "fprop"
+    what = "training step" if op == "train" else op
+    fig.suptitle(f"{doc.get('network') or 'layers'} {what} on {gpu}, batch {doc.get('batch')}: predicted vs simulated "
+                 f"(each point a layer{', one colour per pass' if op == 'train' else ''})")
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")
     plt.close(fig)

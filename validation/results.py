@@ -20,7 +20,7 @@ from .common import ArgumentParser, atomic_write, cli_main, package_version, rel
 from .report import SUMMARY_METRICS, format_document
 
 __all__ = ["FORMAT", "VERSION", "RATE_KEYS", "with_rates", "make_entry", "summarize", "make_document",
-           "write_json", "write_h5", "write_results", "load_results", "main"]
+           "write_json", "write_h5", "write_results", "load_results", "layer_steps", "entry_label", "main"]
 
 FORMAT = "deltasim-compare"
 VERSION = 1
@@ -64,11 +64,11 @@ def _errors(values: dict, reference: dict) -> dict:
             if key in values and _numeric(reference[key]) and _numeric(values[key])}
 
 
-def make_entry(layer, simulated: dict, predicted: dict, measured=None, seconds=None) -> dict:
-    """One layer of a compare document."""
+def make_entry(layer, simulated: dict, predicted: dict, measured=None, seconds=None, op="fprop") -> dict:
+    """One layer (one pass of it, ``op``) of a compare document."""
     sim = with_rates(simulated)
     pred = with_rates(predicted)
-    entry = {"name": layer.name, "layer": layer.as_dict(), "simulated": sim, "predicted": pred,
+    entry = {"name": layer.name, "op": op, "layer": layer.as_dict(), "simulated": sim, "predicted": pred,
              "measured": None if measured is None else with_rates(measured),
              "errors": _errors(pred, sim), "measured_errors": None,
              "simulation_seconds": None if seconds is None else float(seconds)}
@@ -78,10 +78,16 @@ def make_entry(layer, simulated: dict, predicted: dict, measured=None, seconds=N
     return entry
 
 
+def entry_label(entry, passes=True) -> str:
+    """``name`` of an entry, ``name (op)`` when ``passes`` and the entry is not an fprop."""
+    op = entry.get("op") or "fprop"
+    return entry["name"] if not passes or op == "fprop" else f"{entry['name']} ({op})"
+
+
 def _stats(entries, getter) -> dict:
     out = {}
     for key in SUMMARY_METRICS:
-        values = [(abs(err), entry["name"]) for entry in entries
+        values = [(abs(err), entry_label(entry)) for entry in entries
                   for err in [(getter(entry) or {}).get(key)] if err is not None]
         if not values:
             continue
@@ -100,10 +106,56 @@ def _sum(dicts) -> dict:
     return total
 
 
+def _predicted_sum(dicts) -> dict:
+    """Predictions summed (`analytic.step_total`: intensities from the summed bytes, the bound that
+    carries most of the time), hit rates from the summed counts."""
+    from analytic.training import step_total
+    return with_rates(step_total({i: {k: v for k, v in values.items() if k not in RATE_KEYS}
+                                  for i, values in enumerate(dicts)}))
+
+
+def _ops(entries) -> list:
+    ops = []
+    for entry in entries:
+        if (entry.get("op") or "fprop") not in ops:
+            ops.append(entry.get("op") or "fprop")
+    return ops
+
+
+def layer_steps(entries: list) -> list:
+    """Per layer (entries grouped by name, in order of first appearance), its passes summed: a training
+    step when the entries hold fprop, dgrad and wgrad. Each ``{"name", "layer", "passes": [op, ...],
+    "simulated", "predicted", "errors"}``."""
+    groups = {}
+    for entry in entries:
+        groups.setdefault(entry["name"], []).append(entry)
+    out = []
+    for name, group in groups.items():
+        sim = with_rates(_sum(e["simulated"] for e in group))
+        pred = _predicted_sum(e["predicted"] for e in group)
+        out.append({"name": name, "layer": group[0].get("layer"), "passes": [e.get("op") or "fprop" for e in group],
+                    "simulated": sim, "predicted": pred, "errors": _errors(pred, sim)})
+    return out
+
+
 def summarize(entries: list) -> dict:
-    """Totals over the layers and the mean / worst absolute relative error per metric."""
+    """Totals over the layers and the mean / worst absolute relative error per metric; with more than
+    one pass, the same per pass (``passes``) and every layer's passes summed (``steps``)."""
+    summary = _summary(entries)
+    ops = _ops(entries)
+    if len(ops) > 1:
+        summary["passes"] = {}
+        for op in ops:
+            part = _summary([e for e in entries if (e.get("op") or "fprop") == op])
+            summary["passes"][op] = {key: part[key] for key in ("layers", "totals", "total_errors", "errors",
+                                                                 "predicted_time_s", "simulation_seconds")}
+        summary["steps"] = layer_steps(entries)
+    return summary
+
+
+def _summary(entries: list) -> dict:
     sim_total = with_rates(_sum(e["simulated"] for e in entries))
-    pred_total = with_rates(_sum(e["predicted"] for e in entries))
+    pred_total = _predicted_sum(e["predicted"] for e in entries)
     measured = [e for e in entries if e.get("measured") is not None]
     meas_total = with_rates(_sum(e["measured"] for e in measured)) if measured else None
     summary = {
@@ -127,14 +179,15 @@ def summarize(entries: list) -> dict:
     return summary
 
 
-def make_document(*, network, gpu, kernel, factors, batch, entries, complete, error=None) -> dict:
-    """The whole compare document (see SCHEMA.md)."""
+def make_document(*, network, gpu, kernel, factors, batch, entries, complete, error=None, op=None) -> dict:
+    """The whole compare document (see SCHEMA.md); ``op``: the --op of the run (default the kernel's)."""
     import dataclasses
     gpu_dict = dataclasses.asdict(gpu) if dataclasses.is_dataclass(gpu) else dict(gpu)
     gpu_dict = {k: list(v) if isinstance(v, tuple) else v for k, v in gpu_dict.items()}
     kernel_dict = kernel.as_dict() if hasattr(kernel, "as_dict") else dict(kernel)
+    op = op or kernel_dict.get("op") or "fprop"
     return {"format": FORMAT, "version": VERSION, "complete": bool(complete), "error": error,
-            "network": network, "batch": batch, "gpu": gpu_dict, "kernel": kernel_dict,
+            "network": network, "batch": batch, "op": op, "gpu": gpu_dict, "kernel": kernel_dict,
             "factors": factors, "package_version": package_version(), "versions": versions(),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "layers": entries, "summary": summarize(entries)}
@@ -149,7 +202,7 @@ def write_json(doc: dict, path) -> None:
     atomic_write(path, writer)
 
 
-_META = ("format", "version", "complete", "error", "network", "batch", "package_version", "created")
+_META = ("format", "version", "complete", "error", "network", "batch", "op", "package_version", "created")
 _JSON_META = ("gpu", "kernel", "factors", "versions")
 
 
@@ -207,6 +260,8 @@ def write_h5(doc: dict, path) -> None:
             entries = doc.get("layers") or []
             layers = f.create_group("layers")
             layers.create_dataset("name", data=np.array([e["name"] for e in entries], dtype=h5py.string_dtype()))
+            layers.create_dataset("op", data=np.array([e.get("op") or "fprop" for e in entries],
+                                                      dtype=h5py.string_dtype()))
             layers.create_dataset("layer", data=np.array([json.dumps(e["layer"]) for e in entries],
                                                          dtype=h5py.string_dtype()))
             seconds = [e.get("simulation_seconds") for e in entries]
@@ -284,6 +339,8 @@ def _load_h5(path) -> dict:
             summary = f["summary"][()]
             doc["summary"] = json.loads(summary.decode("utf-8") if isinstance(summary, bytes) else summary)
             names = [n.decode("utf-8") if isinstance(n, bytes) else str(n) for n in f["layers/name"][()]]
+            ops = ([o.decode("utf-8") if isinstance(o, bytes) else str(o) for o in f["layers/op"][()]]
+                   if "op" in f["layers"] else ["fprop"] * len(names))
             layer_dicts = [json.loads(t.decode("utf-8") if isinstance(t, bytes) else t) for t in f["layers/layer"][()]]
             seconds = [None if np.isnan(s) else float(s) for s in f["layers/simulation_seconds"][()]]
             sections = {section: _read_section(f[section]) for section in _SECTIONS}
@@ -294,7 +351,7 @@ def _load_h5(path) -> dict:
         raise ValueError(f"{path}: corrupt or truncated HDF5 results file: {' '.join(str(err).split())}") from None
     entries = []
     for i, name in enumerate(names):
-        entries.append({"name": name, "layer": layer_dicts[i], "simulated": sections["simulated"][i],
+        entries.append({"name": name, "op": ops[i], "layer": layer_dicts[i], "simulated": sections["simulated"][i],
                         "predicted": sections["predicted"][i], "measured": sections["measured"][i],
                         "errors": sections["errors"][i],
                         "measured_errors": {"simulated": sections["measured_errors/simulated"][i],
@@ -302,7 +359,7 @@ def _load_h5(path) -> dict:
                         if me_present[i] else None,
                         "simulation_seconds": seconds[i]})
     ordered = {"format": doc["format"], "version": doc["version"]}
-    for key in ("complete", "error", "network", "batch", "gpu", "kernel", "factors", "package_version",
+    for key in ("complete", "error", "network", "batch", "op", "gpu", "kernel", "factors", "package_version",
                 "versions", "created"):
         ordered[key] = doc.get(key)
     ordered["layers"] = entries
