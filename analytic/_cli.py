@@ -41,16 +41,40 @@ def resolve_gpu(name):
 
 
 def resolve_kernel(args):
+    """The KernelConfig of the kernel options (``--op train``: the fprop kernel; `predict_layers` runs
+    the three passes)."""
     from traces import KernelConfig
-    kwargs = {"layout": args.layout, "dtype": args.dtype, "op": getattr(args, "op", "fprop")}
+    op = getattr(args, "op", "fprop")
+    kwargs = {"layout": args.layout, "dtype": args.dtype, "op": "fprop" if op == "train" else op}
     if getattr(args, "vector", None) is not None:
         kwargs["vector"] = args.vector
     try:
-        if args.tile:
-            return KernelConfig.from_tile(args.tile, **kwargs)
-        return KernelConfig(**kwargs)
+        kernel = KernelConfig.from_tile(args.tile, **kwargs) if args.tile else KernelConfig(**kwargs)
+        if op == "train":
+            from .training import pass_kernels
+            pass_kernels(kernel)
+        return kernel
     except (ValueError, TypeError) as err:
-        raise CliError(str(err)) from None
+        raise CliError(f"--op train: {err}" if op == "train" else str(err)) from None
+
+
+def pass_kernels_of(args, kernel) -> list:
+    """The kernels of ``--op``: ``[kernel]``, or (train) the fprop, dgrad and wgrad kernels."""
+    if getattr(args, "op", "fprop") != "train":
+        return [kernel]
+    from .training import pass_kernels
+    return list(pass_kernels(kernel).values())
+
+
+def predict_layers(args, layers, gpu) -> list:
+    """Per layer, the prediction of ``--op`` on ``gpu``: `predict_layer`'s dict, or (train) the step's
+    (`analytic.training.step_total` of the three passes) with ``passes``: ``{op: prediction}``."""
+    from .model import predict_network
+    from .training import predict_step_network
+    if getattr(args, "op", "fprop") != "train":
+        return predict_network(layers, gpu, args.kernel, args.factors_obj)
+    return [dict(row["step"], passes={op: row[op] for op in row if op != "step"})
+            for row in predict_step_network(layers, gpu, args.kernel, args.factors_obj)]
 
 
 def resolve_factors(path):
@@ -93,11 +117,20 @@ def check_png_output(path, what):
         raise CliError(f"{what} needs matplotlib, which is not installed (pip install 'deltasim[plot]')")
 
 
-def checked_layers(network, batch, kernel):
-    """The conv layers of ``network`` at ``batch``, each checked against ``kernel``."""
+def checked_layers(network, batch, kernel, op=None):
+    """The conv layers of ``network`` at ``batch``, each checked against ``kernel`` (``op`` train: against
+    each pass's kernel)."""
     layers = network_layers(network, batch)
+    kernels = [kernel]
+    if op == "train":
+        from .training import pass_kernels
+        kernels = list(pass_kernels(kernel).values())
     for layer in layers:
-        kernel.check_layer(layer)
+        for k in kernels:
+            try:
+                k.check_layer(layer)
+            except ValueError as err:
+                raise CliError(str(err)) from None
     return layers
 
 
@@ -167,6 +200,7 @@ def add_kernel_arguments(parser):
     parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"), help="element type")
     parser.add_argument("--tile", default=None, help="CTA tile MxNxK (default 128x128x8)")
     parser.add_argument("--vector", type=int, default=None, help="elements per thread access")
-    parser.add_argument("--op", default="fprop", choices=("fprop", "dgrad", "wgrad"),
-                        help="convolution pass (the model covers fprop)")
+    parser.add_argument("--op", default="fprop", choices=("fprop", "dgrad", "wgrad", "train"),
+                        help="convolution pass of the forward layers, or train: a training step (fprop + dgrad + "
+                             "wgrad; each layer's time the sum of its three passes) (default fprop)")
     parser.add_argument("--factors", default=None, help="ReuseFactors JSON file")

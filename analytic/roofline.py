@@ -4,7 +4,8 @@
     python -m analytic.roofline resnet50 --gpu a100 --vary sms [--sms 27,54,108,216] [--batch 1] -o sms.png
            [--layout nhwc|nchw] [--dtype fp32|fp16] [--tile 128x128x8] [--factors FILE]
 
-Prints, per layer and value of the varied parameter: FLOPs, arithmetic intensity at L1, L2 and DRAM
+``--op train`` puts each layer's training step (fprop + dgrad + wgrad: FLOPs, bytes and times summed)
+on the roofline. Prints, per layer and value of the varied parameter: FLOPs, arithmetic intensity at L1, L2 and DRAM
 (FLOP per byte moved at that level), predicted time, performance and the bounding resource. ``--vary
 batch`` (default) takes the batch sizes of ``--batch`` on the GPU as it is; ``--vary sms`` takes the SM
 counts of ``--sms`` (default: a quarter, half, once and twice the GPU's) at one batch size, each a GPU
@@ -17,7 +18,6 @@ from __future__ import annotations
 import sys
 
 from . import _cli
-from .model import predict_network
 from .plots import roofline_figure
 from .scaling import scale_gpu
 
@@ -86,7 +86,7 @@ def check_arguments(args):
         if gpu.sms != count:
             raise _cli.CliError(f"--sms {count}: the scaled {args.gpu_obj.name} has {gpu.sms} SMs")
         args.gpus[count] = gpu
-    args.layers = {b: _cli.checked_layers(args.network, b, args.kernel) for b in args.batches}
+    args.layers = {b: _cli.checked_layers(args.network, b, args.kernel, args.op) for b in args.batches}
 
 
 def ceilings(gpu, kernel):
@@ -107,7 +107,7 @@ def roofline_data(args) -> dict:
         value = batch if args.vary == "batch" else sms
         gpu = args.gpus[sms]
         ceiling_list.append(dict(value=value, sms=sms, **ceilings(gpu, args.kernel)))
-        preds = predict_network(args.layers[batch], gpu, args.kernel, args.factors_obj)
+        preds = _cli.predict_layers(args, args.layers[batch], gpu)
         for index, (layer, pred) in enumerate(zip(args.layers[batch], preds)):
             rows.append({"index": index, "layer": layer.name, "value": value, "batch": batch, "sms": sms,
                          "flops": pred["flops"], "ai_l1": pred["ai_l1"], "ai_l2": pred["ai_l2"],
@@ -115,7 +115,7 @@ def roofline_data(args) -> dict:
                          "time_compute_s": pred["time_compute_s"], "time_l1_s": pred["time_l1_s"],
                          "time_l2_s": pred["time_l2_s"], "time_dram_s": pred["time_dram_s"],
                          "gflops_per_s": pred["flops"] / pred["time_s"] / 1e9 if pred["time_s"] else 0.0})
-    return {"network": args.network, "gpu": args.gpu_obj.name, "kernel": args.kernel.as_dict(),
+    return {"network": args.network, "gpu": args.gpu_obj.name, "kernel": args.kernel.as_dict(), "op": args.op,
             "vary": args.vary, "values": [c["value"] for c in ceiling_list], "batch": args.batches,
             "sms": args.sm_counts, "ceilings": ceiling_list, "rows": rows}
 
@@ -124,7 +124,9 @@ def print_table(data, out=None):
     out = sys.stdout if out is None else out
     head = (f"{'layer':24s} {'batch':>5s} {'SMs':>4s} {'GFLOP':>9s} {'AI_L1':>7s} {'AI_L2':>7s} {'AI_DRAM':>8s} "
             f"{'time_us':>9s} {'GFLOP/s':>9s} bound")
-    print(f"# {data['network']} on {data['gpu']} (AI in FLOP/byte)", file=out)
+    op = data.get("op", "fprop")
+    what = "training step (fprop + dgrad + wgrad)" if op == "train" else op
+    print(f"# {data['network']} {what} on {data['gpu']} (AI in FLOP/byte)", file=out)
     print(head, file=out)
     for row in data["rows"]:
         print(f"{row['layer'][:24]:24s} {row['batch']:5d} {row['sms']:4d} {row['flops'] / 1e9:9.3f} "

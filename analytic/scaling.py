@@ -9,7 +9,8 @@ scales the ways, so any factor works, e.g. ``l2_bytes=1.5``; the L2 chosen is pr
 fields are rounded; a field that is unknown, not numeric, or gives an invalid GPU is an error naming
 it. Scaling ``sms`` or ``clock_mhz`` scales the FP32 and tensor peaks with them (same SM design)
 unless those are scaled explicitly. Speedup = predicted time on the base GPU / predicted time on the scaled GPU (the network:
-sum of layer times).
+sum of layer times). ``--op train`` answers it for a training step: each layer's time is the sum of its
+fprop, dgrad and wgrad (`analytic.training`), its bound the one carrying most of that time.
 
 ``--check`` also simulates every layer on the base GPU and on each scaled GPU (`traces.simcache`:
 deduplicated, kept in ``--cache-dir``, run on ``--jobs`` local workers or a ``--scheduler``) and puts
@@ -25,7 +26,7 @@ import sys
 from simcore import describe_l2
 
 from . import _cli
-from .model import layer_time, predict_network
+from .model import layer_time
 from .plots import scaling_figure
 
 __all__ = ["create_parser", "check_arguments", "run", "main", "parse_scale", "scale_gpu"]
@@ -119,7 +120,7 @@ def check_arguments(args):
         args.scenarios.append((text, factors, scaled))
     _cli.check_output_path(args.json, "--json")
     _cli.check_png_output(args.plot, "--plot")
-    args.layers = _cli.checked_layers(args.network, args.batches[0], args.kernel)
+    args.layers = _cli.checked_layers(args.network, args.batches[0], args.kernel, args.op)
     if args.cache_dir and not args.check:
         raise _cli.CliError("--cache-dir needs --check")
     if args.cache_dir:
@@ -131,24 +132,33 @@ def check_arguments(args):
 
 
 def simulated_times(args) -> list:
-    """[base GPU, each scenario's GPU] -> per layer, `layer_time` of the simulated traffic."""
+    """[base GPU, each scenario's GPU] -> per layer, `layer_time` of the simulated traffic (``--op
+    train``: `analytic.training.step_total` of the three passes' `layer_time`)."""
     from traces.simcache import simulate_cases
+    from .training import step_total
     gpus = [args.gpu_obj] + [gpu for _text, _factors, gpu in args.scenarios]
-    cases = [(f"{layer.name}@{i}", layer, gpu) for i, gpu in enumerate(gpus) for layer in args.layers]
-    sims = simulate_cases(cases, args.kernel, jobs=args.jobs, scheduler=args.scheduler,
-                          cache_dir=args.cache_dir, quiet=args.quiet)
-    n = len(args.layers)
-    return [[layer_time(layer, gpu, args.kernel, sims[i * n + j]) for j, layer in enumerate(args.layers)]
-            for i, gpu in enumerate(gpus)]
+    kernels = _cli.pass_kernels_of(args, args.kernel)
+    cases = [(f"{layer.name}@{i}/{k.op}", layer, gpu, k) for i, gpu in enumerate(gpus) for layer in args.layers
+             for k in kernels]
+    sims = iter(simulate_cases(cases, None, jobs=args.jobs, scheduler=args.scheduler,
+                               cache_dir=args.cache_dir, quiet=args.quiet))
+    out = []
+    for gpu in gpus:
+        rows = []
+        for layer in args.layers:
+            times = {k.op: layer_time(layer, gpu, k, next(sims)) for k in kernels}
+            rows.append(times[kernels[0].op] if len(kernels) == 1 else step_total(times))
+        out.append(rows)
+    return out
 
 
 def scaling_data(args) -> dict:
-    base = predict_network(args.layers, args.gpu_obj, args.kernel, args.factors_obj)
+    base = _cli.predict_layers(args, args.layers, args.gpu_obj)
     base_total = sum(p["time_s"] for p in base)
     sim = simulated_times(args) if getattr(args, "check", False) else None
     scenarios = []
     for i, (text, factors, gpu) in enumerate(args.scenarios):
-        preds = predict_network(args.layers, gpu, args.kernel, args.factors_obj)
+        preds = _cli.predict_layers(args, args.layers, gpu)
         total = sum(p["time_s"] for p in preds)
         rows = [{"layer": l.name, "time_s": p["time_s"], "bound": p["bound"],
                  "speedup": b["time_s"] / p["time_s"] if p["time_s"] else 0.0}
@@ -162,7 +172,7 @@ def scaling_data(args) -> dict:
             sim_total = sum(t["time_s"] for t in sim[i + 1])
             scenario["speedup_simulated"] = sum(t["time_s"] for t in sim[0]) / sim_total if sim_total else 0.0
         scenarios.append(scenario)
-    data = {"network": args.network, "gpu": args.gpu_obj.name, "batch": args.batches[0],
+    data = {"network": args.network, "gpu": args.gpu_obj.name, "batch": args.batches[0], "op": args.op,
             "kernel": args.kernel.as_dict(), "l2": describe_l2(args.gpu_obj),
             "base": [{"layer": l.name, "time_s": p["time_s"], "bound": p["bound"]}
                      for l, p in zip(args.layers, base)],
@@ -179,6 +189,8 @@ def print_table(data, out=None):
     checked = data.get("checked")
     names = [s["scale"] for s in data["scenarios"]]
     what = "predicted (simulated) speedup" if checked else "predicted speedup"
+    op = data.get("op", "fprop")
+    what += " of a training step (fprop + dgrad + wgrad)" if op == "train" else f" ({op})"
     print(f"# {data['network']} batch {data['batch']} on {data['gpu']} ({data['l2']}): {what} per scenario",
           file=out)
     for s in data["scenarios"]:

@@ -78,3 +78,23 @@ def test_calibrate_random_with_held_out_cases(tmp_path, capsys):
     assert "held-out set" in text and "4 random cases" in text
     assert calibrate.main(["--random", "4", "--holdout-random", "2", "--holdout-seed", "1", "-o",
                            str(tmp_path / "g.json")]) == 2                  # held-out seed == fit seed
+
+
+def test_cases_cover_the_ops_independently_of_the_rest(monkeypatch):
+    import dataclasses
+
+    from validation import random_cases as rc
+    cases = random_cases(120, 5)
+    ops = [case.kernel.op for case in cases]
+    assert all(ops.count(op) >= 15 for op in ("fprop", "dgrad", "wgrad"))
+    for case in cases:
+        if case.kernel.op != "fprop":
+            assert case.kernel.layout == "nhwc"
+            case.kernel.check_layer(case.layer)
+    # the op is drawn from a generator of its own: without it, the same layers, GPUs and kernels
+    monkeypatch.setattr(rc, "_draw_op", lambda seed, index, layer, kernel: kernel)
+    plain = random_cases(120, 5)
+    for case, other in zip(cases, plain):
+        assert dataclasses.replace(case.kernel, op="fprop") == other.kernel
+        assert case.gpu == other.gpu
+        assert case.layer.with_batch(1) == other.layer.with_batch(1)

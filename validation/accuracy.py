@@ -27,7 +27,7 @@ from simcore import metrics as M
 
 from .calibrate import _cases, simulate_cases
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_output_path,
-                     cli_main, kernel_from_args, parse_positive_int, resolve_gpu, versions)
+                     cli_main, kernel_from_args, op_kernels, parse_positive_int, resolve_gpu, versions)
 from traces.executor import add_executor_arguments, resolve_executor
 
 __all__ = ["TARGETS", "create_parser", "check_arguments", "run", "main", "accuracy_rows"]
@@ -44,28 +44,36 @@ L1_LABELS = ("L1 ld requests", "L1 ld sectors")
 
 
 def _exact_l1(layer, kernel) -> bool:
-    return kernel.layout == "nhwc" and (layer.c * kernel.elem_bytes) % 32 == 0
+    """DESIGN section 8's exact-L1 rule: nhwc, and every tensor the pass reads along its channels
+    (fprop: x's C; dgrad and wgrad: dy's K too) a whole number of sectors per pixel."""
+    eb = kernel.elem_bytes
+    if kernel.layout != "nhwc" or (layer.c * eb) % 32:
+        return False
+    return getattr(kernel, "op", "fprop") == "fprop" or (layer.k * eb) % 32 == 0
 
 
-def accuracy_rows(cases, simulated, predicted, kernel) -> list:
-    """One row per (network, GPU, batch) group: errors per metric and whether targets hold."""
+def accuracy_rows(cases, simulated, predicted, kernel=None) -> list:
+    """One row per (network, GPU, batch, op) group: errors per metric and whether targets hold.
+    ``cases``: ``(label, layer, gpu[, kernel])`` (without a kernel: ``kernel``)."""
     groups = {}
-    for (label, layer, gpu), sim, pred in zip(cases, simulated, predicted):
+    for case, sim, pred in zip(cases, simulated, predicted):
+        label, layer, gpu = case[:3]
+        case_kernel = case[3] if len(case) > 3 else kernel
         network = label.split("/")[0]
-        groups.setdefault((network, gpu.name, layer.n), []).append((layer, sim, pred))
+        groups.setdefault((network, gpu.name, layer.n, case_kernel.op), []).append((layer, sim, pred, case_kernel))
     rows = []
-    for (network, gpu_name, batch), items in groups.items():
-        row = {"network": network, "gpu": gpu_name, "batch": batch, "layers": len(items), "metrics": {}}
+    for (network, gpu_name, batch, op), items in groups.items():
+        row = {"network": network, "gpu": gpu_name, "batch": batch, "op": op, "layers": len(items), "metrics": {}}
         for name, (key, mean_target, worst_target) in TARGETS.items():
             errors, l1_ok = [], True
-            for layer, sim, pred in items:
+            for layer, sim, pred, case_kernel in items:
                 s, p = float(sim[key]), float(pred[key])
                 if s == 0:
                     continue
                 err = abs(p - s) / s
                 errors.append(err)
                 if name in L1_LABELS:
-                    l1_ok &= (round(p) == s) if _exact_l1(layer, kernel) else err <= 0.01
+                    l1_ok &= (round(p) == s) if _exact_l1(layer, case_kernel) else err <= 0.01
             mean = float(np.mean(errors)) if errors else None
             worst = float(np.max(errors)) if errors else None
             if name in L1_LABELS:
@@ -84,15 +92,16 @@ def _pct(x):
 
 
 def markdown_table(rows) -> str:
-    head = "| network | GPU | batch | " + " | ".join(f"{n} mean / worst" for n in TARGETS) + " |"
-    lines = [head, "|" + " --- |" * (3 + len(TARGETS))]
+    head = "| network | GPU | batch | op | " + " | ".join(f"{n} mean / worst" for n in TARGETS) + " |"
+    lines = [head, "|" + " --- |" * (4 + len(TARGETS))]
     for row in rows:
         cells = []
         for name in TARGETS:
             m = row["metrics"][name]
             mark = "" if m["ok"] is None else (" ✓" if m["ok"] else " ✗")
             cells.append(f"{_pct(m['mean'])} / {_pct(m['worst'])}{mark}")
-        lines.append(f"| {row['network']} | {row['gpu']} | {row['batch']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row['network']} | {row['gpu']} | {row['batch']} | {row.get('op', 'fprop')} | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -130,6 +139,7 @@ def check_arguments(args) -> None:
 
     from analytic import ReuseFactors
     args.kernel = kernel_from_args(args)
+    args.passes = op_kernels(args, args.kernel)
     resolve_executor(args)
     if args.random is not None:
         if args.networks:
@@ -141,7 +151,7 @@ def check_arguments(args) -> None:
         if args.case is not None:
             raise CLIError("--case needs --random")
         args.gpus = [resolve_gpu(name) for name in args.gpu]
-        args.cases = _cases(args.networks, args.gpus, args.batch, args.kernel)
+        args.cases = _cases(args.networks, args.gpus, args.batch, args.passes)
     args.factors_obj = ReuseFactors.load(args.factors) if args.factors else None
     if args.cache_dir and not os.path.isdir(args.cache_dir):
         raise CLIError(f"--cache-dir {args.cache_dir}: not a directory")
@@ -206,10 +216,9 @@ def run(args) -> int:
     if args.random is not None:
         return run_random(args)
     simulated = simulate_cases(args.cases, args.kernel, jobs=args.jobs, scheduler=args.scheduler,
-                               cache_dir=args.cache_dir,
-                               quiet=args.quiet)
-    predicted = [predict_layer(layer, gpu, args.kernel, args.factors_obj) for _, layer, gpu in args.cases]
-    rows = accuracy_rows(args.cases, simulated, predicted, args.kernel)
+                               cache_dir=args.cache_dir, quiet=args.quiet)
+    predicted = [predict_layer(layer, gpu, kernel, args.factors_obj) for _, layer, gpu, kernel in args.cases]
+    rows = accuracy_rows(args.cases, simulated, predicted)
     table = markdown_table(rows)
     sys.stdout.write(table)
     if args.markdown:
@@ -221,7 +230,7 @@ def run(args) -> int:
         def write_json(tmp):
             with open(tmp, "w", encoding="utf-8") as fh:
                 json.dump({"format": "deltasim-accuracy", "version": 1, "versions": versions(),
-                           "kernel": args.kernel.as_dict(), "factors": args.factors, "rows": rows}, fh, indent=1)
+                           "kernel": args.kernel.as_dict(), "op": args.op, "factors": args.factors, "rows": rows}, fh, indent=1)
         atomic_write(args.json, write_json)
     return 0
 

@@ -25,7 +25,7 @@ import numpy as np
 from simcore import metrics as M
 
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits,
-                     check_output_path, cli_main, kernel_from_args, package_version, parse_positive_int,
+                     check_output_path, cli_main, kernel_from_args, op_kernels, package_version, parse_positive_int,
                      predict_layer, resolve_gpu, reuse_factors_class, simulate_layer)
 from traces.executor import add_executor_arguments, resolve_executor
 from traces.simcache import simulate_cases as _simulate_cases
@@ -234,15 +234,21 @@ def _layers_of(item: str, batch: int):
     return resolve_layers(item, batch)
 
 
-def _cases(items, gpus, batches, kernel) -> list:
+def _cases(items, gpus, batches, passes) -> list:
+    """``(label, layer, gpu, kernel)`` of every layer of ``items`` x ``gpus`` x ``batches`` x ``passes``
+    (``[(op, kernel)]``, or one kernel); labels ``network/layer@gpu/bN`` (``/op`` for dgrad and wgrad)."""
+    if not isinstance(passes, (list, tuple)):
+        passes = [(passes.op, passes)]
     cases = []
     for item in items:
         for gpu in gpus:
             for batch in batches or [None]:
                 layers = _layers_of(item, batch)
-                check_kernel_fits(kernel, gpu, layers)
+                for _op, kernel in passes:
+                    check_kernel_fits(kernel, gpu, layers)
                 label = os.path.splitext(os.path.basename(item))[0]
-                cases += [(f"{label}/{layer.name}@{gpu.name}/b{layer.n}", layer, gpu) for layer in layers]
+                cases += [(f"{label}/{layer.name}@{gpu.name}/b{layer.n}" + ("" if op == "fprop" else f"/{op}"),
+                           layer, gpu, kernel) for layer in layers for op, kernel in passes]
     return cases
 
 
@@ -250,6 +256,7 @@ def check_arguments(args) -> None:
     """Check and resolve arguments (one-line ValueError on bad input)."""
     args.gpu_objs = [resolve_gpu(name) for name in args.gpu]
     args.kernel = kernel_from_args(args)
+    args.passes = op_kernels(args, args.kernel)
     resolve_executor(args)
     known = set(M.all_keys())
     keys = []
@@ -277,10 +284,10 @@ def check_arguments(args) -> None:
         args.holdout_cases = [(c.label, c.layer, c.gpu, c.kernel)
                               for c in random_cases(args.holdout_random, args.holdout_seed)] \
             if args.holdout_random else []
-        args.holdout_cases += _cases(args.holdout, args.gpu_objs, args.batch, args.kernel)
+        args.holdout_cases += _cases(args.holdout, args.gpu_objs, args.batch, args.passes)
     else:
-        args.fit_cases = _cases(args.networks, args.gpu_objs, args.batch, args.kernel)
-        args.holdout_cases = _cases(args.holdout, args.gpu_objs, args.batch, args.kernel)
+        args.fit_cases = _cases(args.networks, args.gpu_objs, args.batch, args.passes)
+        args.holdout_cases = _cases(args.holdout, args.gpu_objs, args.batch, args.passes)
     check_output_path("-o", args.output)
     if args.cache_dir and not os.path.isdir(args.cache_dir):
         raise CLIError(f"--cache-dir {args.cache_dir}: not a directory")
@@ -379,7 +386,8 @@ def run(args) -> int:
         hold_desc = {"random": args.holdout_random, "seed": args.holdout_seed, "networks": args.holdout}
         kernel_desc = "per case (random)"
     else:
-        fit_desc, hold_desc, kernel_desc = args.networks, args.holdout, kernel.as_dict()
+        fit_desc, hold_desc = args.networks, args.holdout
+        kernel_desc = dict(kernel.as_dict(), op=getattr(args, "op", kernel.op))
     meta = {"fit": fit_desc, "holdout": hold_desc, "gpus": args.gpu, "batches": args.batch or "default",
             "kernel": kernel_desc, "metrics": metrics, "objective": args.objective,
             "objective_before": before, "objective_after": after, "package_version": package_version()}

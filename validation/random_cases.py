@@ -29,6 +29,11 @@ Kernel (``KernelConfig``): tile_m and tile_n in {32, 64, 128, 256}; tile_k in {8
 nhwc, the largest of {2, 4, 8} (with probability 0.5) that fits 16 bytes and divides C;
 swizzle_log 0 (0.5) or 1-3; ctas_per_sm forced (0.2) to a value from 1 to the occupancy limit.
 
+Op: for nhwc kernels, fprop (0.5), dgrad (0.25) or wgrad (0.25), drawn last from a generator of its
+own (``PCG64([seed, i, 1])``), so the layer, GPU and kernel of a case do not depend on it; a backward
+pass the kernel cannot run on the layer (its vector does not divide K) stays fprop. nchw kernels are
+fprop (DESIGN section 3a defines the backward passes for nhwc).
+
 GPU: one of the stock GPUs (titanxp, p100, v100, a100, h100, h200), then, each with probability
 0.35, a hypothetical change through ``simcore.replace_gpu`` (geometry kept consistent): L2 capacity
 x {0.25, 0.5, 0.75, 1.5, 2, 3, 4}; SMs x {0.5, 0.75, 1.25, 1.5, 2}; L2 slices x {0.5, 2}; unified
@@ -77,7 +82,7 @@ class RandomCase(NamedTuple):
         l, k = self.layer, self.kernel
         geo = (f"n{l.n} c{l.c} {l.h}x{l.w} k{l.k} {l.r}x{l.s} s{l.stride[0]}x{l.stride[1]} "
                f"p{l.pad[0]}x{l.pad[1]} d{l.dilation[0]}x{l.dilation[1]}")
-        ker = (f"{k.tile_m}x{k.tile_n}x{k.tile_k} t{k.threads} {k.layout} {k.dtype} v{k.vector} "
+        ker = (f"{k.op} {k.tile_m}x{k.tile_n}x{k.tile_k} t{k.threads} {k.layout} {k.dtype} v{k.vector} "
                f"swz{k.swizzle_log}" + (f" cta{k.ctas_per_sm}" if k.ctas_per_sm else ""))
         gpu = self.gpu.name + (f" ({self.gpu_change})" if self.gpu_change else "")
         return f"{geo} | {ker} | {gpu}"
@@ -182,6 +187,21 @@ def _draw_kernel(rng, layer, gpu):
     return kernel
 
 
+def _draw_op(seed, index, layer, kernel):
+    """The kernel with the case's op (module docstring)."""
+    if kernel.layout != "nhwc":
+        return kernel
+    u = np.random.Generator(np.random.PCG64([int(seed), int(index), 1])).random()
+    if u < 0.5:
+        return kernel
+    try:
+        backward = dataclasses.replace(kernel, op="dgrad" if u < 0.75 else "wgrad")
+        backward.check_layer(layer)
+    except ValueError:
+        return kernel
+    return backward
+
+
 def simulated_sectors(layer, kernel) -> int:
     """L1 load + store sectors the simulation of ``layer`` looks up (exact, closed form)."""
     from analytic._counts import l1_counts
@@ -201,7 +221,7 @@ def random_case(seed: int, index: int, max_sectors: int = DEFAULT_MAX_SECTORS) -
         try:
             layer = _draw_layer(rng, f"{seed}_{index}")
             gpu, change = _draw_gpu(rng)
-            kernel = _draw_kernel(rng, layer, gpu)
+            kernel = _draw_op(seed, index, layer, _draw_kernel(rng, layer, gpu))
         except ValueError:
             continue                      # a thread map that does not tile, a kernel that does not fit
         while simulated_sectors(layer, kernel) > max_sectors and layer.n > 1:

@@ -27,6 +27,9 @@ RANDOM_TARGETS = {
 }
 L1_EXACT_LABELS = ("L1 ld requests", "L1 ld sectors")
 L1_APPROX_TARGET = 0.01
+#: Metrics broken down by op (fprop, dgrad, wgrad) under the main table.
+BY_OP_LABELS = ("L2 rd sectors", "DRAM rd sectors")
+_OP_ORDER = ("fprop", "dgrad", "wgrad")
 
 
 def _error(pred, sim):
@@ -83,7 +86,16 @@ def random_stats(cases, simulated, predicted, exact_flags) -> dict:
             elif t_max is not None:
                 score = max(score, e / t_max)
         r["score"] = score
-    return {"metrics": metrics, "cases": rows, "ok": all_ok}
+    by_op = {}
+    for op in sorted({getattr(r["case"].kernel, "op", "fprop") for r in rows}, key=_OP_ORDER.index):
+        mine = [r for r in rows if getattr(r["case"].kernel, "op", "fprop") == op]
+        by_op[op] = {"count": len(mine)}
+        for label in BY_OP_LABELS:
+            errs = np.array([r["errors"][label] for r in mine if r["errors"][label] is not None], dtype=float)
+            by_op[op][label] = (None if not errs.size else
+                                {"mean": float(errs.mean()), "p95": float(np.percentile(errs, 95)),
+                                 "max": float(errs.max())})
+    return {"metrics": metrics, "cases": rows, "ok": all_ok, "by_op": by_op}
 
 
 def _pct(x):
@@ -110,6 +122,16 @@ def format_random_report(stats: dict, *, worst: int = 10, title: str = "") -> st
         met = "" if e["ok"] is None else ("✓" if e["ok"] else "✗")
         out.append(f"| {label} | {e['count']} | {_pct(e['mean'])} | {_pct(e['p95'])} | {_pct(e['max'])} | "
                    f"{target} | {met} |")
+    by_op = stats.get("by_op") or {}
+    if len(by_op) > 1:
+        out.append("")
+        out.append("| op | cases | " + " | ".join(f"{label} mean / p95 / max" for label in BY_OP_LABELS) + " |")
+        out.append("| --- | --- |" + " --- |" * len(BY_OP_LABELS))
+        for op, row in by_op.items():
+            cells = [("n/a" if row[label] is None else
+                      f"{_pct(row[label]['mean'])} / {_pct(row[label]['p95'])} / {_pct(row[label]['max'])}")
+                     for label in BY_OP_LABELS]
+            out.append(f"| {op} | {row['count']} | " + " | ".join(cells) + " |")
     ranked = sorted(stats["cases"], key=lambda r: -r["score"])[:worst]
     if ranked:
         out.append("")
