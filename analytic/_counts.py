@@ -25,6 +25,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from traces.kernel import KernelConfig
+from traces.layer import ConvLayer
+
 SEC = 32
 
 
@@ -303,7 +306,11 @@ def _stores(N, K, P, Q, eb, tile_m, tile_n, nchw):
 
 
 def l1_counts(layer, kernel) -> dict:
-    """Exact L1 load requests/sectors (A, B) and store requests/sectors (C) of one layer."""
+    """Exact L1 load requests/sectors (A, B) and store requests/sectors (C) of one layer, for
+    ``kernel.op`` fprop, dgrad or wgrad (arguments already validated: see `l1_counts_for`)."""
+    if kernel.op != "fprop":
+        from ._counts_backward import backward_counts     # imports this module's kernels
+        return backward_counts(layer, kernel)
     sh, sw = layer.stride
     ph, pw = layer.pad
     dh, dw = layer.dilation
@@ -322,9 +329,46 @@ def l1_counts(layer, kernel) -> dict:
             "req_C": int(st[0]), "sec_C": int(st[1])}
 
 
+def l1_counts_for(layer, kernel) -> dict:
+    """Exact L1 request and sector counts of one layer for any ``kernel.op`` (DESIGN sections 3, 3a).
+
+    Parameters
+    ----------
+    layer : traces.ConvLayer
+        The forward layer (dgrad and wgrad read and write its gradients).
+    kernel : traces.KernelConfig
+
+    Returns
+    -------
+    dict
+        ``req_A``, ``sec_A``, ``req_B``, ``sec_B`` (L1 load requests and sectors of the GEMM
+        operands A and B), ``req_C``, ``sec_C`` (store requests and sectors of C), ``valid_a_elems``
+        and ``valid_mrs`` (see `analytic._counts_backward`); exact where `l1_exact` says so.
+
+    Raises
+    ------
+    TypeError
+        ``layer`` is not a ConvLayer or ``kernel`` not a KernelConfig.
+    ValueError
+        A grouped layer, or one the kernel cannot run (`KernelConfig.check_layer`).
+    """
+    if not isinstance(layer, ConvLayer):
+        raise TypeError(f"layer must be a traces.ConvLayer, got {type(layer).__name__}")
+    if not isinstance(kernel, KernelConfig):
+        raise TypeError(f"kernel must be a traces.KernelConfig, got {type(kernel).__name__}")
+    if layer.groups != 1:
+        raise ValueError(f"layer {layer.name or layer}: grouped convolution (groups={layer.groups}) is not "
+                         f"supported by the kernels yet")
+    kernel.check_layer(layer)
+    return l1_counts(layer, kernel)
+
+
 def l1_exact(layer, kernel) -> bool:
-    """Whether `l1_counts` is exact for this layer and kernel (MODEL.md section 1): every thread map's
-    t_c divides 32 or is a multiple of 32, and nchw tiles have tile_m a multiple of 32."""
+    """Whether `l1_counts` is exact for this layer and kernel (MODEL.md section 1). dgrad and wgrad:
+    always. fprop: every thread map's t_c divides 32 or is a multiple of 32, and nchw tiles have
+    tile_m a multiple of 32."""
+    if kernel.op != "fprop":
+        return True
     for tmap in (kernel.thread_map_a, kernel.thread_map_b):
         if 32 % tmap.t_c and tmap.t_c % 32:
             return False
