@@ -15,7 +15,7 @@ counted by `_counts._rows`; every other template by `_groups.group_counts`.
   dp = the position's index along r), address ((n P + p0 - dp + p') Q + ...) K e: fprop's A of an
   equivalent forward layer. Times tiles_n. dgrad B (w): rows k, pitch R S C e, at the CTA's
   positions; times the CTAs along M that run that position. C (dx): every dx pixel stored once per
-  channel tile (`_counts._stores` over N H W rows, pitch C).
+  channel tile (`_counts_fprop._stores` over N H W rows, pitch C).
 * wgrad A (dy): rows npq, pitch K e, columns the CTA's filters; times tiles_n. B (x): rows npq, columns
   rsc = tn TN + offset (not clipped to R S C), split into pieces of one filter position (r, s), each
   valid on fprop's A box of (r, s); times tiles_m. A request inside one position is a `_rows` box;
@@ -28,88 +28,23 @@ Extra keys, like fprop's: ``valid_a_elems`` = valid A row accesses counted once 
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from numba import njit
 
-from ._counts import SEC, _blocks, _mult, _period, _range_1d, _rows, _stores
-from ._groups import E_COLS, group_counts
+from ._counts import SEC, _blocks, _mult, _period, _range_1d, _rows
+from ._counts_fprop import _stores
+from ._groups import (E_COLS, T_END, T_FIRST, T_G, T_O, T_UNI, X_D, X_HI, X_LO, _box_operand, group_counts,
+                      kernel_templates)
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
-# code from _counts.py and _groups.py. tests/test_jit_deps.py checks this digest of them: updating
-# the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "8d97b4ea799351a2"
-
-
-@functools.lru_cache(maxsize=64)
-def _templates(tmap, threads: int):
-    """Warp-request templates of a thread map: (entries (E, 3): row offset, first and end column;
-    starts (T+1,); G (T,); o (T,); uniform (T,)). Template t's groups start at rows = o[t] (mod
-    G[t]); uniform: entries 0..g-1 are g consecutive rows with the same columns, G = g, o = 0."""
-    t_c, t_s, v = tmap.t_c, tmap.t_s, tmap.vector
-    if 32 % t_c == 0:
-        g = 32 // t_c
-        tpls = [([(d, 0, t_c * v) for d in range(g)], g, 0, True)]
-    elif t_c % 32 == 0:
-        tpls = [([(0, u, u + 32 * v)], 1, 0, True) for u in range(0, t_c * v, 32 * v)]
-    else:
-        tpls = []
-        for warp in range(threads // 32):
-            first = 32 * warp // t_c
-            runs = {}
-            for t in range(32 * warp, 32 * warp + 32):
-                lo, hi = runs.get(t // t_c, ((t % t_c) * v, 0))
-                runs[t // t_c] = (lo, (t % t_c) * v + v)
-            tpls.append(([(row - first, lo, hi) for row, (lo, hi) in sorted(runs.items())], t_s, first, False))
-    ent = np.array([e for tpl in tpls for e in tpl[0]], dtype=np.int64).reshape(-1, 3)
-    starts = np.cumsum([0] + [len(tpl[0]) for tpl in tpls]).astype(np.int64)
-    arrays = (ent, starts, np.array([t[1] for t in tpls], np.int64), np.array([t[2] for t in tpls], np.int64),
-              np.array([t[3] for t in tpls], np.bool_))
-    for a in arrays:
-        a.setflags(write=False)
-    return arrays
+# code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest
+# of them: updating the digest after an edit there changes this file too, so no stale compiled
+# kernel survives.
+_JIT_DEPS_SHA256 = "c95b90eb4120bbd0"
 
 
 @njit(cache=True)
-def _box_operand(N, P, Q, plo, phi, qlo, qhi, An, Ap, Aq, b, cv, eb, tent, tstart, tG, to, tuni):
-    """(requests, sectors) of one operand over the rows of a box (every row valid on the box,
-    columns [0, cv), column c at byte b + c eb of a row), all templates."""
-    req = 0
-    sec = 0
-    if N <= 0 or plo > phi or qlo > qhi:
-        return 0, 0
-    for t in range(tG.shape[0]):
-        e0 = tstart[t]
-        e1 = tstart[t + 1]
-        if tuni[t]:
-            ln = min(tent[e0, 2], cv) - tent[e0, 1]
-            if ln <= 0:
-                continue
-            rq, sc = _rows(N, P, Q, plo, phi, qlo, qhi, e1 - e0, An, Ap, Aq, b + tent[e0, 1] * eb, ln * eb)
-        else:
-            ent = np.empty((e1 - e0, E_COLS), np.int64)
-            k = 0
-            for e in range(e0, e1):
-                ln = min(tent[e, 2], cv) - tent[e, 1]
-                if ln > 0:
-                    ent[k, 0] = tent[e, 0]
-                    ent[k, 1] = plo
-                    ent[k, 2] = phi
-                    ent[k, 3] = qlo
-                    ent[k, 4] = qhi
-                    ent[k, 5] = b + tent[e, 1] * eb
-                    ent[k, 6] = ln * eb
-                    k += 1
-            rq, sc = group_counts(N, P, Q, An, Ap, Aq, ent[:k], tG[t], to[t])
-        req += rq
-        sec += sc
-    return req, sec
-
-
-@njit(cache=True)
-def _l1_dgrad(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, TK, fpos, per_filter,
-              a_ent, a_start, a_G, a_o, a_uni, b_ent, b_start, b_G, b_o, b_uni):
+def _l1_dgrad(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, TK, fpos, per_filter, tpl_a, tpl_b):
     """dgrad: [reqA, secA, reqB, secB, valid_a_elems, valid_mrs]. ``fpos`` rows: runs, start_r,
     start_s, step_r, step_s, P', Q', p0, q0 (unit stride: one row 1, 0, 0, 1, 1, H, W, ph, pw)."""
     res = np.zeros(6, np.int64)
@@ -141,14 +76,14 @@ def _l1_dgrad(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, TK, fpo
                 for i in range(kblocks.shape[0]):
                     k0, kv, mult = kblocks[i, 0], kblocks[i, 1], kblocks[i, 2]
                     rq, sc = _box_operand(N, PP, QQ, plo, phi, qlo, qhi, P * Q * KE, Q * KE, KE, base + k0 * eb, kv,
-                                          eb, a_ent, a_start, a_G, a_o, a_uni)
+                                          eb, tpl_a)
                     res[0] += mult * rq * tiles_n
                     res[1] += mult * sc * tiles_n
                     res[4] += mult * rows
                 for i in range(cblocks.shape[0]):
                     c0, cv, mult = cblocks[i, 0], cblocks[i, 1], cblocks[i, 2]
                     rq, sc = _box_operand(1, 1, K, 0, 0, 0, K - 1, 0, 0, R * S * C * eb, ((r * S + s) * C + c0) * eb,
-                                          cv, eb, b_ent, b_start, b_G, b_o, b_uni)
+                                          cv, eb, tpl_b)
                     res[2] += mult * rq * per_filter
                     res[3] += mult * sc * per_filter
     return res
@@ -180,7 +115,7 @@ def _pieces(ent, k, d, a0, a1, C, S, P, Q, H, W, sh, sw, ph, pw, dh, dw, eb):
 
 
 @njit(cache=True)
-def _wgrad_b(N, C, H, W, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, tiles_n, tent, tstart, tG, to, tuni):
+def _wgrad_b(N, C, H, W, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, tiles_n, tpl):
     """wgrad B (x) of one CTA row of tiles (all tiles_n column tiles): (requests, sectors)."""
     An = H * W * C * eb
     Ap = sh * W * C * eb
@@ -188,26 +123,26 @@ def _wgrad_b(N, C, H, W, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, tiles_n, tent,
     req = 0
     sec = 0
     T = _period(TN * eb, SEC)                  # tiles whose columns start alike modulo a sector
-    for t in range(tG.shape[0]):
-        e0 = tstart[t]
-        e1 = tstart[t + 1]
+    for t in range(tpl[0, T_FIRST]):
+        e0 = tpl[t, T_FIRST]
+        e1 = tpl[t, T_END]
         cap = 0
         for e in range(e0, e1):
-            cap += (tent[e, 2] - tent[e, 1]) // C + 2
+            cap += (tpl[e, X_HI] - tpl[e, X_LO]) // C + 2
         ent = np.empty((cap, E_COLS), np.int64)
-        if not tuni[t]:
+        if not tpl[t, T_UNI]:
             for tn in range(tiles_n):
                 k = 0
                 for e in range(e0, e1):
-                    k = _pieces(ent, k, tent[e, 0], tn * TN + tent[e, 1], tn * TN + tent[e, 2], C, S, P, Q, H, W,
-                                sh, sw, ph, pw, dh, dw, eb)
-                rq, sc = group_counts(N, P, Q, An, Ap, Aq, ent[:k], tG[t], to[t])
+                    k = _pieces(ent, k, tpl[e, X_D], tn * TN + tpl[e, X_LO], tn * TN + tpl[e, X_HI], C, S, P, Q, H,
+                                W, sh, sw, ph, pw, dh, dw, eb)
+                rq, sc = group_counts(N, P, Q, An, Ap, Aq, ent[:k], tpl[t, T_G], tpl[t, T_O])
                 req += rq
                 sec += sc
             continue
         g = e1 - e0
-        lo = tent[e0, 1]
-        span = tent[e0, 2] - lo
+        lo = tpl[e0, X_LO]
+        span = tpl[e0, X_HI] - lo
         for pos in range((tiles_n * TN + C - 1) // C):
             # tiles tn whose range [tn TN + lo, + span) starts in position pos: inside it, or crossing
             first = pos * C
@@ -241,8 +176,7 @@ def _wgrad_b(N, C, H, W, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, tiles_n, tent,
 
 
 @njit(cache=True)
-def _l1_wgrad(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TM, TN,
-              a_ent, a_start, a_G, a_o, a_uni, b_ent, b_start, b_G, b_o, b_uni):
+def _l1_wgrad(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TM, TN, tpl_a, tpl_b):
     """wgrad: [reqA, secA, reqB, secB, valid_a_elems, valid_mrs]."""
     res = np.zeros(6, np.int64)
     NPQ = N * P * Q
@@ -251,11 +185,10 @@ def _l1_wgrad(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TM, TN,
     kblocks = _blocks(K, TM, eb)
     for i in range(kblocks.shape[0]):
         k0, kv, mult = kblocks[i, 0], kblocks[i, 1], kblocks[i, 2]
-        rq, sc = _box_operand(1, 1, NPQ, 0, 0, 0, NPQ - 1, 0, 0, K * eb, k0 * eb, kv, eb,
-                              a_ent, a_start, a_G, a_o, a_uni)
+        rq, sc = _box_operand(1, 1, NPQ, 0, 0, 0, NPQ - 1, 0, 0, K * eb, k0 * eb, kv, eb, tpl_a)
         res[0] += mult * rq * tiles_n
         res[1] += mult * sc * tiles_n
-    rq, sc = _wgrad_b(N, C, H, W, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, tiles_n, b_ent, b_start, b_G, b_o, b_uni)
+    rq, sc = _wgrad_b(N, C, H, W, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, tiles_n, tpl_b)
     res[2] = rq * tiles_m
     res[3] = sc * tiles_m
     res[4] = NPQ * tiles_m
@@ -290,7 +223,7 @@ def backward_counts(layer, kernel) -> dict:
     eb = kernel.elem_bytes
     dims = (layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
             layer.p, layer.q, eb)
-    tpl = _templates(kernel.thread_map_a, kernel.threads) + _templates(kernel.thread_map_b, kernel.threads)
+    tpl = kernel_templates(kernel)
     if kernel.op == "dgrad":
         fpos, per_filter = _dgrad_positions(layer, kernel)
         res = _l1_dgrad(*dims, kernel.tile_n, kernel.tile_k, fpos, per_filter, *tpl)

@@ -20,15 +20,17 @@ most k starts per edge).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
-from ._counts import SEC, _lcm, _mult, _period
+from ._counts import SEC, _lcm, _mult, _period, _rows
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py. tests/test_jit_deps.py checks this digest of it: updating the digest after
 # an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "caa6a3903969945c"
+_JIT_DEPS_SHA256 = "7b4b8f2a102794c0"
 
 # columns of a template's entry array (int64)
 E_D, E_PLO, E_PHI, E_QLO, E_QHI, E_OFF, E_LEN, E_COLS = range(8)
@@ -194,4 +196,84 @@ def group_counts(N, P, Q, An, Ap, Aq, ent, G, o):
         r, s = _image_sum(n, N, P, Q, An, Ap, Aq, ent, G, o, pcuts, npr, pzone, Tp, qcuts, nq, qzone, Tqi, lo, hi)
         req += r
         sec += s
+    return req, sec
+
+
+# a thread map's templates as one array (`_templates`): rows 0..T-1 describe template t (its entry rows
+# [first, end), its G and o, whether uniform), rows T.. are the entries (row offset, first and end column)
+T_FIRST, T_END, T_G, T_O, T_UNI = range(5)
+X_D, X_LO, X_HI = range(3)
+
+
+@functools.lru_cache(maxsize=64)
+def _templates(tmap, threads: int) -> np.ndarray:
+    """The warp-request templates of a thread map (layout above): template t's groups start at rows
+    o (mod G), entry (d, lo, hi) reads columns [lo, hi) of row start + d. Uniform: g entries on rows
+    0..g-1 with the same columns, G = g, o = 0 (whole aligned groups of rows, as `_rows` counts)."""
+    t_c, t_s, v = tmap.t_c, tmap.t_s, tmap.vector
+    if 32 % t_c == 0:                          # g = 32 / t_c rows, all t_c v columns
+        g = 32 // t_c
+        tpls = [([(d, 0, t_c * v) for d in range(g)], g, 0, 1)]
+    elif t_c % 32 == 0:                        # one row, 32 v columns
+        tpls = [([(0, u, u + 32 * v)], 1, 0, 1) for u in range(0, t_c * v, 32 * v)]
+    else:                                      # a warp's runs of lanes straddle rows
+        tpls = []
+        for warp in range(threads // 32):
+            first = 32 * warp // t_c
+            runs = {}
+            for t in range(32 * warp, 32 * warp + 32):
+                lo, _ = runs.get(t // t_c, ((t % t_c) * v, 0))
+                runs[t // t_c] = (lo, (t % t_c) * v + v)
+            tpls.append(([(row - first, lo, hi) for row, (lo, hi) in sorted(runs.items())], t_s, first, 0))
+    rows = []
+    first = len(tpls)
+    for entries, G, o, uniform in tpls:
+        rows.append((first, first + len(entries), G, o, uniform))
+        first += len(entries)
+    rows += [(d, lo, hi, 0, 0) for entries, _, _, _ in tpls for d, lo, hi in entries]
+    out = np.array(rows, dtype=np.int64)
+    out.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def kernel_templates(kernel) -> tuple:
+    """(templates of A, templates of B) of a KernelConfig: cached per kernel, since its thread maps are
+    derived (and validated) anew at every access."""
+    return _templates(kernel.thread_map_a, kernel.threads), _templates(kernel.thread_map_b, kernel.threads)
+
+
+@njit(cache=True)
+def _box_operand(N, P, Q, plo, phi, qlo, qhi, An, Ap, Aq, b, cv, eb, tpl):
+    """(requests, sectors) of one operand over the rows of a box (every row valid on the box,
+    columns [0, cv), column c at byte b + c eb of a row), all templates of ``tpl``."""
+    req = 0
+    sec = 0
+    if N <= 0 or plo > phi or qlo > qhi:
+        return 0, 0
+    for t in range(tpl[0, T_FIRST]):
+        e0 = tpl[t, T_FIRST]
+        e1 = tpl[t, T_END]
+        if tpl[t, T_UNI]:
+            ln = min(tpl[e0, X_HI], cv) - tpl[e0, X_LO]
+            if ln <= 0:
+                continue
+            rq, sc = _rows(N, P, Q, plo, phi, qlo, qhi, e1 - e0, An, Ap, Aq, b + tpl[e0, X_LO] * eb, ln * eb)
+        else:
+            ent = np.empty((e1 - e0, E_COLS), np.int64)
+            k = 0
+            for e in range(e0, e1):
+                ln = min(tpl[e, X_HI], cv) - tpl[e, X_LO]
+                if ln > 0:
+                    ent[k, E_D] = tpl[e, X_D]
+                    ent[k, E_PLO] = plo
+                    ent[k, E_PHI] = phi
+                    ent[k, E_QLO] = qlo
+                    ent[k, E_QHI] = qhi
+                    ent[k, E_OFF] = b + tpl[e, X_LO] * eb
+                    ent[k, E_LEN] = ln * eb
+                    k += 1
+            rq, sc = group_counts(N, P, Q, An, Ap, Aq, ent[:k], tpl[t, T_G], tpl[t, T_O])
+        req += rq
+        sec += sc
     return req, sec

@@ -1,5 +1,5 @@
-"""Exact L1 request and sector counts of dgrad and wgrad (`analytic.l1_counts_for`) against the simulated
-stream (`traces.simulate_layer`, whose L1 request/sector keys count the stream exactly) and the naive
+"""Exact L1 request and sector counts of dgrad and wgrad, and of fprop's irregular thread maps
+(`analytic.l1_counts_for`), against the simulated stream (`traces.simulate_layer`, whose L1 request/sector keys count the stream exactly) and the naive
 pure-Python stream (`tests/naive_backward.py`)."""
 from __future__ import annotations
 
@@ -98,8 +98,8 @@ KERNELS = [
 
 
 @st.composite
-def backward_cases(draw, op):
-    kernel = kern(op, **draw(st.sampled_from(KERNELS)))
+def layer_cases(draw, op, kernels=KERNELS):
+    kernel = kern(op, **draw(st.sampled_from(kernels)))
     v = kernel.vector
     r, s = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
@@ -112,13 +112,13 @@ def backward_cases(draw, op):
 
 
 @settings(max_examples=25, deadline=None)
-@given(backward_cases("dgrad"))
+@given(layer_cases("dgrad"))
 def test_dgrad_counts_match_simulation(case):
     assert_matches_simulation(*case)
 
 
 @settings(max_examples=25, deadline=None)
-@given(backward_cases("wgrad"))
+@given(layer_cases("wgrad"))
 def test_wgrad_counts_match_simulation(case):
     assert_matches_simulation(*case)
 
@@ -140,12 +140,28 @@ def test_counts_affine_in_batch(op, kw):
         assert big[name] == at[5][name] + 312_500 * step, name
 
 
-def test_fprop_unchanged_and_exactness_flags():
+FPROP_EXOTIC = [
+    dict(tile_m=48, tile_n=48, tile_k=24, threads=96),                       # nhwc, lanes straddle rows
+    dict(tile_m=32, tile_n=96, tile_k=12, threads=96, dtype="fp16", vector=4),  # A T_c 3, B T_c 3
+    dict(tile_m=16, tile_n=32, tile_k=8, threads=32, layout="nchw"),         # 2 gk a request
+    dict(tile_m=8, tile_n=32, tile_k=16, threads=32, layout="nchw", dtype="fp16"),  # 4 gk, 8 rows
+    dict(tile_m=48, tile_n=48, tile_k=8, threads=96, layout="nchw"),         # A lanes straddle gk; stores
+    dict(tile_m=96, tile_n=48, tile_k=8, threads=96, layout="nchw"),         # blocks of 32 + 32 + 32 rows
+]
+
+
+@settings(max_examples=25, deadline=None)
+@given(layer_cases("fprop", FPROP_EXOTIC))
+def test_fprop_exotic_thread_maps_match_simulation(case):
+    """fprop thread maps whose requests are not whole aligned rows (once approximated) are exact too."""
+    assert_matches_simulation(*case)
+
+
+def test_fprop_through_l1_counts_for():
     layer = ConvLayer(2, 6, 7, 5, 10, 3, 2, pad=1)
     kernel = kern("fprop")
     assert analytic.l1_counts_for(layer, kernel) == analytic._counts.l1_counts(layer, kernel)
-    assert analytic.l1_exact(layer, kern("dgrad", tile_m=48, tile_n=48, tile_k=24, threads=96))
-    assert not analytic.l1_exact(layer, kern("fprop", tile_m=48, tile_n=48, tile_k=24, threads=96))
+    assert_matches_simulation(layer, kernel)
 
 
 def test_bad_input():

@@ -20,7 +20,8 @@ JIT_DEPENDENCIES = {
     "traces._emit": ["traces/_layout.py"],
     "analytic._reuse": ["analytic/_counts.py", "analytic/_l2.py"],
     "analytic._groups": ["analytic/_counts.py"],
-    "analytic._counts_backward": ["analytic/_counts.py", "analytic/_groups.py"],
+    "analytic._counts_fprop": ["analytic/_counts.py", "analytic/_groups.py"],
+    "analytic._counts_backward": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)
 CONSTANT_MODULES = {"traces/_layout.py"}
