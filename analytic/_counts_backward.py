@@ -32,15 +32,15 @@ import numpy as np
 from numba import njit
 
 from ._counts import SEC, _blocks, _mult, _period, _range_1d, _rows
-from ._counts_fprop import _stores
-from ._groups import (E_COLS, T_END, T_FIRST, T_G, T_O, T_UNI, X_D, X_HI, X_LO, _box_operand, group_counts,
-                      kernel_templates)
+from ._counts_fprop import _boxes, _stores
+from ._groups import (E_COLS, T_END, T_FIRST, T_G, T_O, T_UNI, X_D, X_HI, X_LO, _blocked_rows, _box_operand,
+                      group_counts, kernel_templates)
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest
 # of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "c95b90eb4120bbd0"
+_JIT_DEPS_SHA256 = "57680ce5f8ff2d12"
 
 
 @njit(cache=True)
@@ -80,12 +80,9 @@ def _l1_dgrad(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, TK, fpo
                     res[0] += mult * rq * tiles_n
                     res[1] += mult * sc * tiles_n
                     res[4] += mult * rows
-                for i in range(cblocks.shape[0]):
-                    c0, cv, mult = cblocks[i, 0], cblocks[i, 1], cblocks[i, 2]
-                    rq, sc = _box_operand(1, 1, K, 0, 0, 0, K - 1, 0, 0, R * S * C * eb, ((r * S + s) * C + c0) * eb,
-                                          cv, eb, tpl_b)
-                    res[2] += mult * rq * per_filter
-                    res[3] += mult * sc * per_filter
+                rq, sc = _blocked_rows(K, R * S * C * eb, (r * S + s) * C * eb, cblocks, eb, tpl_b)
+                res[2] += rq * per_filter
+                res[3] += sc * per_filter
     return res
 
 
@@ -182,21 +179,14 @@ def _l1_wgrad(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TM, TN, tpl
     NPQ = N * P * Q
     tiles_m = (K + TM - 1) // TM
     tiles_n = (R * S * C + TN - 1) // TN
-    kblocks = _blocks(K, TM, eb)
-    for i in range(kblocks.shape[0]):
-        k0, kv, mult = kblocks[i, 0], kblocks[i, 1], kblocks[i, 2]
-        rq, sc = _box_operand(1, 1, NPQ, 0, 0, 0, NPQ - 1, 0, 0, K * eb, k0 * eb, kv, eb, tpl_a)
-        res[0] += mult * rq * tiles_n
-        res[1] += mult * sc * tiles_n
+    rq, sc = _blocked_rows(NPQ, K * eb, 0, _blocks(K, TM, eb), eb, tpl_a)
+    res[0] = rq * tiles_n
+    res[1] = sc * tiles_n
     rq, sc = _wgrad_b(N, C, H, W, S, sh, sw, ph, pw, dh, dw, P, Q, eb, TN, tiles_n, tpl_b)
     res[2] = rq * tiles_m
     res[3] = sc * tiles_m
     res[4] = NPQ * tiles_m
-    for r in range(R):
-        plo, phi = _range_1d(P, H, sh, ph, dh, r)
-        for s in range(S):
-            qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
-            res[5] += N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+    res[5] = _boxes(N, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw)[:, 4].sum()
     return res
 
 

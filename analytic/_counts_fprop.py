@@ -17,12 +17,30 @@ import numpy as np
 from numba import njit
 
 from ._counts import SEC, _blocks, _gcd, _mult, _period, _range_1d, _rows
-from ._groups import E_COLS, _box_operand, group_counts, kernel_templates
+from ._groups import E_COLS, _blocked_rows, _box_operand, group_counts, kernel_templates
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _groups.py. tests/test_jit_deps.py checks this digest of them: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "0424e028527ad5b4"
+_JIT_DEPS_SHA256 = "ab04024f25f26887"
+
+
+@njit(cache=True)
+def _boxes(N, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw):
+    """Per filter position rs = r S + s: the box of output rows whose input pixel is in the image,
+    (p_lo, p_hi, q_lo, q_hi, rows in all N images)."""
+    out = np.empty((R * S, 5), np.int64)
+    for r in range(R):
+        plo, phi = _range_1d(P, H, sh, ph, dh, r)
+        for s in range(S):
+            qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
+            rs = r * S + s
+            out[rs, 0] = plo
+            out[rs, 1] = phi
+            out[rs, 2] = qlo
+            out[rs, 3] = qhi
+            out[rs, 4] = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+    return out
 
 
 @njit(cache=True)
@@ -33,26 +51,24 @@ def _l1_nhwc(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile
     tiles_m = (N * P * Q + tile_m - 1) // tile_m
     tiles_n = (K + tile_n - 1) // tile_n
     blocks = _blocks(C, tile_k, eb)
+    boxes = _boxes(N, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw)
     Ceb = C * eb
-    for r in range(R):
-        plo, phi = _range_1d(P, H, sh, ph, dh, r)
-        for s in range(S):
-            qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
-            cnt = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
-            res[5] += cnt
-            base = ((r * dh - ph) * W + (s * dw - pw)) * Ceb
-            bbase = (r * S + s) * Ceb
-            for bi in range(blocks.shape[0]):
-                c0, cv, mult = blocks[bi, 0], blocks[bi, 1], blocks[bi, 2]
-                # A: rows m of the box of (r, s); B: rows = filters k
-                rq, sc = _box_operand(N, P, Q, plo, phi, qlo, qhi, H * W * Ceb, sh * W * Ceb, sw * Ceb,
-                                      base + c0 * eb, cv, eb, tpl_a)
-                res[0] += mult * rq * tiles_n
-                res[1] += mult * sc * tiles_n
-                rq, sc = _box_operand(1, 1, K, 0, 0, 0, K - 1, 0, 0, R * S * Ceb, bbase + c0 * eb, cv, eb, tpl_b)
-                res[2] += mult * rq * tiles_m
-                res[3] += mult * sc * tiles_m
-                res[4] += mult * cnt
+    for rs in range(R * S):
+        r = rs // S
+        plo, phi, qlo, qhi, cnt = boxes[rs, 0], boxes[rs, 1], boxes[rs, 2], boxes[rs, 3], boxes[rs, 4]
+        res[5] += cnt
+        base = ((r * dh - ph) * W + ((rs - r * S) * dw - pw)) * Ceb
+        for bi in range(blocks.shape[0]):
+            # A: rows m of the box of (r, s)
+            rq, sc = _box_operand(N, P, Q, plo, phi, qlo, qhi, H * W * Ceb, sh * W * Ceb, sw * Ceb,
+                                  base + blocks[bi, 0] * eb, blocks[bi, 1], eb, tpl_a)
+            res[0] += blocks[bi, 2] * rq * tiles_n
+            res[1] += blocks[bi, 2] * sc * tiles_n
+            res[4] += blocks[bi, 2] * cnt
+        # B: rows = filters k
+        rq, sc = _blocked_rows(K, R * S * Ceb, rs * Ceb, blocks, eb, tpl_b)
+        res[2] += rq * tiles_m
+        res[3] += sc * tiles_m
     return res
 
 
@@ -114,36 +130,31 @@ def _l1_nchw(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile
     tiles_n = (K + tile_n - 1) // tile_n
     HW = H * W
     Tc = _period(HW * eb, SEC)
-    for r in range(R):
-        plo, phi = _range_1d(P, H, sh, ph, dh, r)
-        for s in range(S):
-            qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
-            cnt = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
-            res[5] += cnt
-            res[4] += C * cnt
-            if tile_m % 32:
-                continue
-            # A: a request is one gk (c, r, s) and 32 consecutive rows m
-            base = ((r * dh - ph) * W + (s * dw - pw)) * eb
-            for ic in range(min(Tc, C)):
-                mult = _mult(C, Tc, ic)
-                rq, sc = _rows(N, P, Q, plo, phi, qlo, qhi, 32, C * HW * eb, sh * W * eb, sw * eb,
-                               base + ic * HW * eb, eb)
-                res[0] += mult * rq * tiles_n
-                res[1] += mult * sc * tiles_n
+    boxes = _boxes(N, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw)
+    for rs in range(R * S):
+        r = rs // S
+        plo, phi, qlo, qhi, cnt = boxes[rs, 0], boxes[rs, 1], boxes[rs, 2], boxes[rs, 3], boxes[rs, 4]
+        res[5] += cnt
+        res[4] += C * cnt
+        if tile_m % 32:
+            continue
+        # A: a request is one gk (c, r, s) and 32 consecutive rows m
+        base = ((r * dh - ph) * W + ((rs - r * S) * dw - pw)) * eb
+        for ic in range(min(Tc, C)):
+            mult = _mult(C, Tc, ic)
+            rq, sc = _rows(N, P, Q, plo, phi, qlo, qhi, 32, C * HW * eb, sh * W * eb, sw * eb,
+                           base + ic * HW * eb, eb)
+            res[0] += mult * rq * tiles_n
+            res[1] += mult * sc * tiles_n
     if tile_m % 32:
         rq, sc = _nchw_a_lanes(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile_k, lane_m, lane_g,
                                t_s, iters)
         res[0] = rq * tiles_n
         res[1] = sc * tiles_n
     # B: KCRS, contiguous gk (tile_k), strided k
-    GK = C * R * S
-    blocks = _blocks(GK, tile_k, eb)
-    for bi in range(blocks.shape[0]):
-        g0, gv, mult = blocks[bi, 0], blocks[bi, 1], blocks[bi, 2]
-        rq, sc = _box_operand(1, 1, K, 0, 0, 0, K - 1, 0, 0, GK * eb, g0 * eb, gv, eb, tpl_b)
-        res[2] += mult * rq * tiles_m
-        res[3] += mult * sc * tiles_m
+    rq, sc = _blocked_rows(K, C * R * S * eb, 0, _blocks(C * R * S, tile_k, eb), eb, tpl_b)
+    res[2] = rq * tiles_m
+    res[3] = sc * tiles_m
     return res
 
 

@@ -277,3 +277,18 @@ def _box_operand(N, P, Q, plo, phi, qlo, qhi, An, Ap, Aq, b, cv, eb, tpl):
         req += rq
         sec += sc
     return req, sec
+
+
+@njit(cache=True)
+def _blocked_rows(nrows, pitch, base, blocks, eb, tpl):
+    """(requests, sectors) of an operand whose rows 0..nrows-1 lie ``pitch`` bytes apart (filters k of
+    w, or rows npq of dy), over every reduction block of `_counts._blocks` (column c0 + c of a row at
+    byte base + (c0 + c) eb)."""
+    req = 0
+    sec = 0
+    for i in range(blocks.shape[0]):
+        rq, sc = _box_operand(1, 1, nrows, 0, 0, 0, nrows - 1, 0, 0, pitch, base + blocks[i, 0] * eb, blocks[i, 1],
+                              eb, tpl)
+        req += blocks[i, 2] * rq
+        sec += blocks[i, 2] * sc
+    return req, sec
