@@ -1,6 +1,10 @@
-"""Exact L1 request and sector counts of DESIGN section 3's kernel, in closed form (Numba).
+"""Exact L1 request and sector counts of DESIGN sections 3 and 3a's kernels (fprop, dgrad, wgrad), in
+closed form (Numba): `l1_counts` / `l1_counts_for`, the primitives they share, and helpers of the model.
 
-The central routine is `_rows`: a set of "rows" (GEMM rows m = n*P*Q + p*Q + q, or filters k, ...)
+The per-op kernels are in `_counts_fprop` (fprop, every op's stores) and `_counts_backward` (dgrad,
+wgrad); requests that are not whole aligned rows (lanes straddling rows, entries with different
+validity boxes, overlapping rows) are counted by `_groups.group_counts`. The central routine here
+ is `_rows`: a set of "rows" (GEMM rows m = n*P*Q + p*Q + q, or filters k, ...)
 forming a box n in [0, N), p in [plo, phi], q in [qlo, qhi]; rows are grouped into warp requests by
 aligned groups of ``g`` consecutive row indices (group id = m // g); row m covers the byte interval
 [a(m), a(m) + L) with a = n*An + p*Ap + q*Aq + b. It returns
@@ -24,6 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from traces.kernel import KernelConfig
+from traces.layer import ConvLayer
 
 SEC = 32
 
@@ -164,171 +171,54 @@ def _blocks(extent, tile, eb):
     return out
 
 
-@njit(cache=True)
-def _split_lanes(t_c, vector, valid):
-    """Warp request shape along the contiguous dimension: (g, chunk_elems). If t_c divides 32 a
-    request covers g = 32 // t_c strided rows and all the tile's contiguous elements; if 32 divides
-    t_c a request covers one row and 32*vector contiguous elements (chunk)."""
-    if 32 % t_c == 0:
-        return 32 // t_c, t_c * vector
-    if t_c % 32 == 0:
-        return 1, 32 * vector
-    # irregular map: approximate by the nearest group size (documented in MODEL.md)
-    g = max(1, int(round(32.0 / t_c)))
-    return g, t_c * vector
-
-
-@njit(cache=True)
-def _l1_nhwc(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile_n, tile_k,
-             vec, tca, tcb):
-    """nhwc: [reqA, secA, reqB, secB, valid A element-rows, valid (m, r, s) count]."""
-    res = np.zeros(6, np.int64)
-    tiles_m = (N * P * Q + tile_m - 1) // tile_m
-    tiles_n = (K + tile_n - 1) // tile_n
-    blocks = _blocks(C, tile_k, eb)
-    ga, chunk_a = _split_lanes(tca, vec, 0)
-    gb, chunk_b = _split_lanes(tcb, vec, 0)
-    Ceb = C * eb
-    for r in range(R):
-        plo, phi = _range_1d(P, H, sh, ph, dh, r)
-        for s in range(S):
-            qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
-            cnt = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
-            res[5] += cnt
-            base = ((r * dh - ph) * W + (s * dw - pw)) * Ceb
-            bbase = (r * S + s) * Ceb
-            for bi in range(blocks.shape[0]):
-                c0 = blocks[bi, 0]
-                cv = blocks[bi, 1]
-                mult = blocks[bi, 2]
-                # A
-                for u0 in range(0, cv, chunk_a):
-                    ln = min(chunk_a, cv - u0)
-                    rq, sc = _rows(N, P, Q, plo, phi, qlo, qhi, ga, H * W * Ceb, sh * W * Ceb,
-                                   sw * Ceb, base + (c0 + u0) * eb, ln * eb)
-                    res[0] += mult * rq * tiles_n
-                    res[1] += mult * sc * tiles_n
-                # B: rows = filters k
-                for u0 in range(0, cv, chunk_b):
-                    ln = min(chunk_b, cv - u0)
-                    rq, sc = _rows(1, 1, K, 0, 0, 0, K - 1, gb, 0, 0, R * S * Ceb,
-                                   bbase + (c0 + u0) * eb, ln * eb)
-                    res[2] += mult * rq * tiles_m
-                    res[3] += mult * sc * tiles_m
-                res[4] += mult * cnt
-    return res
-
-
-@njit(cache=True)
-def _l1_nchw(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile_n, tile_k,
-             tca, tcb):
-    """nchw: [reqA, secA, reqB, secB, valid A element-rows, valid (m, r, s) count]."""
-    res = np.zeros(6, np.int64)
-    tiles_m = (N * P * Q + tile_m - 1) // tile_m
-    tiles_n = (K + tile_n - 1) // tile_n
-    HW = H * W
-    # A: contiguous m. t_c = tile_m; a request is one gk and 32 rows (t_c multiple of 32) or
-    # 32 // t_c gk values x t_c rows (approximated: groups of t_c rows, requests shared).
-    if tca % 32 == 0:
-        ga = 32
-        share = 1
-    else:
-        ga = tca if 32 % tca == 0 else max(1, tca)
-        share = max(1, 32 // tca)
-    Tc = _period(HW * eb, SEC)
-    for r in range(R):
-        plo, phi = _range_1d(P, H, sh, ph, dh, r)
-        for s in range(S):
-            qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
-            cnt = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
-            res[5] += cnt
-            res[4] += C * cnt
-            base = ((r * dh - ph) * W + (s * dw - pw)) * eb
-            reqs = 0
-            for ic in range(min(Tc, C)):
-                mult = _mult(C, Tc, ic)
-                rq, sc = _rows(N, P, Q, plo, phi, qlo, qhi, ga, C * HW * eb, sh * W * eb, sw * eb,
-                               base + ic * HW * eb, eb)
-                reqs += mult * rq
-                res[1] += mult * sc * tiles_n
-            res[0] += (reqs + share - 1) // share * tiles_n if share > 1 else reqs * tiles_n
-    # B: KCRS, contiguous gk (tile_k), strided k
-    GK = C * R * S
-    gb, chunk_b = _split_lanes(tcb, 1, 0)
-    blocks = _blocks(GK, tile_k, eb)
-    for bi in range(blocks.shape[0]):
-        g0 = blocks[bi, 0]
-        gv = blocks[bi, 1]
-        mult = blocks[bi, 2]
-        for u0 in range(0, gv, chunk_b):
-            ln = min(chunk_b, gv - u0)
-            rq, sc = _rows(1, 1, K, 0, 0, 0, K - 1, gb, 0, 0, GK * eb, (g0 + u0) * eb, ln * eb)
-            res[2] += mult * rq * tiles_m
-            res[3] += mult * sc * tiles_m
-    return res
-
-
-@njit(cache=True)
-def _stores(N, K, P, Q, eb, tile_m, tile_n, nchw):
-    """Output store [requests, sectors]."""
-    res = np.zeros(2, np.int64)
-    M = N * P * Q
-    PQ = P * Q
-    if not nchw:
-        tiles_n = (K + tile_n - 1) // tile_n
-        ngroups = (tile_n + 31) // 32
-        for tn in range(tiles_n):
-            for j in range(ngroups):
-                k0 = tn * tile_n + 32 * j
-                if k0 >= K:
-                    continue
-                kend = min(tn * tile_n + min(32 * (j + 1), tile_n), K)
-                rq, sc = _rows(1, 1, M, 0, 0, 0, M - 1, 1, 0, 0, K * eb, k0 * eb, (kend - k0) * eb)
-                res[0] += rq
-                res[1] += sc
-    else:
-        if tile_m % 32 == 0:
-            g = 32
-        elif tile_m < 32:
-            g = tile_m
-        else:
-            g = 32          # groups not globally aligned: approximation
-        Tk = _period(PQ * eb, SEC)
-        for ik in range(min(Tk, K)):
-            mult = _mult(K, Tk, ik)
-            rq, sc = _rows(N, 1, PQ, 0, 0, 0, PQ - 1, g, K * PQ * eb, 0, eb, ik * PQ * eb, eb)
-            res[0] += mult * rq
-            res[1] += mult * sc
-    return res
-
-
 def l1_counts(layer, kernel) -> dict:
-    """Exact L1 load requests/sectors (A, B) and store requests/sectors (C) of one layer."""
-    sh, sw = layer.stride
-    ph, pw = layer.pad
-    dh, dw = layer.dilation
-    P, Q = layer.p, layer.q
-    eb = kernel.elem_bytes
-    tma, tmb = kernel.thread_map_a, kernel.thread_map_b
-    args = (layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
-            P, Q, eb, kernel.tile_m, kernel.tile_n, kernel.tile_k)
-    if kernel.layout == "nhwc":
-        res = _l1_nhwc(*args, kernel.vector, tma.t_c, tmb.t_c)
-    else:
-        res = _l1_nchw(*args, tma.t_c, tmb.t_c)
-    st = _stores(layer.n, layer.k, P, Q, eb, kernel.tile_m, kernel.tile_n, kernel.layout == "nchw")
-    return {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
-            "valid_a_elems": int(res[4]), "valid_mrs": int(res[5]),
-            "req_C": int(st[0]), "sec_C": int(st[1])}
+    """Exact L1 load requests/sectors (A, B) and store requests/sectors (C) of one layer, for
+    ``kernel.op`` fprop, dgrad or wgrad (arguments already validated: see `l1_counts_for`)."""
+    if kernel.op == "fprop":                    # (imported here: these modules import this one)
+        from ._counts_fprop import fprop_counts
+        return fprop_counts(layer, kernel)
+    from ._counts_backward import backward_counts
+    return backward_counts(layer, kernel)
+
+
+def l1_counts_for(layer, kernel) -> dict:
+    """Exact L1 request and sector counts of one layer for any ``kernel.op`` (DESIGN sections 3, 3a).
+
+    Parameters
+    ----------
+    layer : traces.ConvLayer
+        The forward layer (dgrad and wgrad read and write its gradients).
+    kernel : traces.KernelConfig
+
+    Returns
+    -------
+    dict
+        ``req_A``, ``sec_A``, ``req_B``, ``sec_B`` (L1 load requests and sectors of the GEMM
+        operands A and B), ``req_C``, ``sec_C`` (store requests and sectors of C), ``valid_a_elems``
+        and ``valid_mrs`` (see `analytic._counts_backward`); exact where `l1_exact` says so.
+
+    Raises
+    ------
+    TypeError
+        ``layer`` is not a ConvLayer or ``kernel`` not a KernelConfig.
+    ValueError
+        A grouped layer, or one the kernel cannot run (`KernelConfig.check_layer`).
+    """
+    if not isinstance(layer, ConvLayer):
+        raise TypeError(f"layer must be a traces.ConvLayer, got {type(layer).__name__}")
+    if not isinstance(kernel, KernelConfig):
+        raise TypeError(f"kernel must be a traces.KernelConfig, got {type(kernel).__name__}")
+    if layer.groups != 1:
+        raise ValueError(f"layer {layer.name or layer}: grouped convolution (groups={layer.groups}) is not "
+                         f"supported by the kernels yet")
+    kernel.check_layer(layer)
+    return l1_counts(layer, kernel)
 
 
 def l1_exact(layer, kernel) -> bool:
-    """Whether `l1_counts` is exact for this layer and kernel (MODEL.md section 1): every thread map's
-    t_c divides 32 or is a multiple of 32, and nchw tiles have tile_m a multiple of 32."""
-    for tmap in (kernel.thread_map_a, kernel.thread_map_b):
-        if 32 % tmap.t_c and tmap.t_c % 32:
-            return False
-    return kernel.layout == "nhwc" or kernel.tile_m % 32 == 0
+    """Whether `l1_counts` is exact for this layer and kernel: always (MODEL.md section 1), for every op,
+    layout and thread map (kept so that callers need not know)."""
+    return True
 
 
 @njit(cache=True)

@@ -158,8 +158,10 @@ def dgrad_subproblems(layer, kernel) -> list:
     stride_h, ... read dy at p = p' + off_h - i (i-th tap), i.e. an fprop window over dy with stride 1,
     dilation 1, the taps in reverse. Returns [(Geometry, share)]: sub-problems with at least one tap
     and one row (idle and store-only CTAs load nothing); ``share`` is the sub-problem's part of the
-    layer's B and C traffic (its taps' and rows' share), A counts are the window's own."""
-    from ._counts import _l1_nhwc
+    layer's B and C traffic (its taps' and rows' share); A and B counts are the sub-problem's exact ones
+    (`_counts_backward._l1_dgrad` on its starting position alone), C its rows' share of the stores."""
+    from ._counts_backward import _dgrad_positions, _l1_dgrad
+    from ._groups import kernel_templates
     N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
     sh, sw = layer.stride
     ph, pw = layer.pad
@@ -167,6 +169,8 @@ def dgrad_subproblems(layer, kernel) -> list:
     eb = kernel.elem_bytes
     tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
     total = l1_counts(layer, kernel)
+    fpos, per_filter = _dgrad_positions(layer, kernel)
+    tpl = kernel_templates(kernel)
     subs = []
     for f in range(sh * sw):
         start_r, start_s = f // sw, f % sw
@@ -192,13 +196,14 @@ def dgrad_subproblems(layer, kernel) -> list:
         off_h = (start_h + ph - start_r) // sh
         off_w = (start_w + pw - start_s) // sw
         win = Window(N, K, P, Q, nr, ns, 1, 1, nr - 1 - off_h, ns - 1 - off_w, 1, 1, pp, qq, True)
-        res = _l1_nhwc(N, K, P, Q, C, nr, ns, 1, 1, win.ph, win.pw, 1, 1, pp, qq, eb, tm, tn, tk,
-                       kernel.vector, kernel.thread_map_a.t_c, kernel.thread_map_b.t_c)
+        one = fpos.copy()                       # this starting position alone: its exact A and B counts
+        one[:, 0] = 0
+        one[start_r * sw + start_s, 0] = 1
+        res = _l1_dgrad(N, C, H, W, K, R, S, sh, sw, ph, pw, 1, 1, P, Q, eb, tn, tk, one, per_filter, *tpl)
         share = nr * ns * pp * qq / taps_total
         row_share = pp * qq / rows_total
-        ex = {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": total["req_B"] * share,
-              "sec_B": total["sec_B"] * share, "req_C": total["req_C"] * row_share,
-              "sec_C": total["sec_C"] * row_share}
+        ex = {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
+              "req_C": total["req_C"] * row_share, "sec_C": total["sec_C"] * row_share}
         rows = K / _cdiv(K, tk)
         lpr_b = lines_per_row(C, tn, eb, row_b, sw * C * eb, LINE)
         slice_rows = K * nr * ns

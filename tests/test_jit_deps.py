@@ -19,6 +19,10 @@ JIT_DEPENDENCIES = {
     "traces._backward": ["traces/_emit.py", "traces/_layout.py"],
     "traces._emit": ["traces/_layout.py"],
     "analytic._reuse": ["analytic/_counts.py", "analytic/_l2.py"],
+    "analytic._groups": ["analytic/_counts.py"],
+    "analytic._counts_fprop": ["analytic/_counts.py", "analytic/_groups.py"],
+    "analytic._counts_backward": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py"],
+    "analytic._wgrad": ["analytic/_counts.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)
 CONSTANT_MODULES = {"traces/_layout.py"}
