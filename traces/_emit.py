@@ -134,6 +134,32 @@ def _emit_segments(ra, seg_so, seg_lo, seg_hi, seg_start, warps, iters, t_s, ssh
     return nreq, nsec
 
 
+@numba.njit(cache=True)
+def _emit_warp_rows(ra, seg_so, seg_lo, seg_hi, warps, iters, t_s, ssh, o_first, o_count, o_sec, nreq, nsec):
+    """`_emit_segments` for a map whose t_c is a multiple of 32 (one segment per warp: segment w is warp
+    w's): request (w, j) is row seg_so[w] + j t_s of ra, bytes [seg_lo[w], seg_hi[w]] of it, one sector
+    range."""
+    for wp in range(warps):
+        lo = seg_lo[wp]
+        hi = seg_hi[wp]
+        if hi < 0:
+            continue
+        so = seg_so[wp]
+        for j in range(iters):
+            a = ra[_U(so + j * t_s)]
+            if a < 0:
+                continue
+            x = (a + lo) >> ssh
+            xe = (a + hi) >> ssh
+            n = nsec
+            while x <= xe:
+                o_sec[_U(n)] = x << ssh
+                n += 1
+                x += 1
+            nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, n - nsec)
+    return nreq, nsec
+
+
 @numba.njit(cache=True, inline="always")
 def _segment_offsets(seg_co, seg_lo, seg_hi, base, limit, extra, eb):
     """Byte offsets of each segment's valid part: contiguous index base+co in [base+co_lo, limit),
