@@ -220,14 +220,13 @@ def _emit_pieces(kt_off, kt_rh, kt_sw, seg_so, seg_start, pieces, piece_start, i
 
 
 @numba.njit(cache=True)
-def _step_wgrad(prm, maps, rows, scratch, idx, ks, m0, o_first, o_count, o_sec, nreq, nsec):
+def _step_wgrad(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_start, pieces, piece_start, sa_lo, sa_hi,
+                kt_off, kt_rh, kt_sw, kt_a, idx, ks, m0, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of wgrad k-step ks (npq = ks tile_k ..) of the CTA in slot idx (filters m0 ..);
-    returns (end of A's requests, nreq, nsec)."""
+    returns (end of A's requests, nreq, nsec). The arrays come one by one rather than as `_generate`'s
+    tuples: a call updates the reference count of every array it receives (measured: 6% less time)."""
     H = prm[_H]; W = prm[_W]; C = prm[_C]; K = prm[_K]; Q = prm[_Q]; PQ = prm[_P] * Q; NPQ = prm[_NPQ]
     TK = prm[_TK]; EB = prm[_EB]; SSH = prm[_SSH]; WARPS = prm[_THREADS] // 32
-    seg_a_so, seg_a_co, seg_a_start, seg_b_so = maps[0], maps[1], maps[2], maps[3]
-    seg_b_start = maps[5]
-    sa_lo, sa_hi, kt_off, kt_rh, kt_sw, kt_a = scratch[1], scratch[2], scratch[5], scratch[6], scratch[7], scratch[8]
     npq = ks * TK
     n = npq // PQ
     p = (npq - n * PQ) // Q
@@ -263,6 +262,6 @@ def _step_wgrad(prm, maps, rows, scratch, idx, ks, m0, o_first, o_count, o_sec, 
                                     o_first, o_count, o_sec, nreq, nsec)
     q1 = nreq
     # B (x): contiguous = the CTA's rsc columns (pieces), strided = npq
-    nreq, nsec = _emit_pieces(kt_off, kt_rh, kt_sw, seg_b_so, seg_b_start, rows[8], rows[9], idx, WARPS, prm[_IB],
+    nreq, nsec = _emit_pieces(kt_off, kt_rh, kt_sw, seg_b_so, seg_b_start, pieces, piece_start, idx, WARPS, prm[_IB],
                               prm[_TSB], H, W, SSH, o_first, o_count, o_sec, nreq, nsec)
     return q1, nreq, nsec

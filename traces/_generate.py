@@ -25,7 +25,7 @@ from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 # code and constants from _steps.py, _backward.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "7cf42cbc23d5393c"
+_JIT_DEPS_SHA256 = "779b3d01afc36e2f"
 
 
 @numba.njit(cache=True)
@@ -166,8 +166,9 @@ def _generate(prm, maps, sched, rows, scratch, out):
                     q1, nreq, nsec = _step_dgrad(prm, maps, rows, scratch, slot_fpos[idx], idx, ks, slot_tn[idx] * TN,
                                                  o_first, o_count, o_sec, nreq, nsec)
                 elif OP == _WGRAD:
-                    q1, nreq, nsec = _step_wgrad(prm, maps, rows, scratch, idx, ks, slot_tm[idx] * TM, o_first,
-                                                 o_count, o_sec, nreq, nsec)
+                    q1, nreq, nsec = _step_wgrad(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_start, rows[8],
+                                                 rows[9], sa_lo, sa_hi, kt_off, kt_rh, kt_sw, scratch[8], idx, ks,
+                                                 slot_tm[idx] * TM, o_first, o_count, o_sec, nreq, nsec)
                 elif not ALN:
                     if UNI:
                         q1, nreq, nsec = _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_rows, idx, ks, o_first,
