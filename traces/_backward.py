@@ -12,7 +12,8 @@ from __future__ import annotations
 import numba
 
 from ._emit import (
-    _close_request, _emit_rows, _emit_segments, _emit_warp_rows, _insert_range, _segment_offsets, _shift_rows)
+    _close_request, _emit_range, _emit_rows, _emit_segments, _emit_warp_rows, _insert_range, _segment_offsets,
+    _shift_rows)
 from ._layout import (
     _BIG, _U, _N, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _TM, _TN, _TK, _THREADS, _EB,
     _TSA, _IA, _TSB, _IB, _XB, _WB, _YB, _SSH, _UNI, _RPW, _TMPF, _NPQ, _F_R0, _F_S0, _F_H0, _F_W0, _F_NR,
@@ -21,7 +22,7 @@ from ._layout import (
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
 # updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4e6af5085ce3c33a"
+_JIT_DEPS_SHA256 = "7e6acea13e94b057"
 
 
 @numba.njit(cache=True)
@@ -177,16 +178,9 @@ def _emit_pieces(kt_off, kt_rh, kt_sw, seg_so, seg_start, pieces, piece_start, i
             so = seg_so[wp]
             for j in range(iters):
                 i = _U(so + j * t_s)
-                if _U(kt_rh[i] + dr) >= _U(ih) or _U(kt_sw[i] + ds) >= _U(iw):
-                    continue
-                x = (kt_off[i] + lo) >> ssh
-                xe = (kt_off[i] + hi) >> ssh
-                n = nsec
-                while x <= xe:
-                    o_sec[_U(n)] = x << ssh
-                    n += 1
-                    x += 1
-                nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, n - nsec)
+                if _U(kt_rh[i] + dr) < _U(ih) and _U(kt_sw[i] + ds) < _U(iw):
+                    nreq, nsec = _emit_range(o_first, o_count, o_sec, nreq, nsec, kt_off[i] + lo, kt_off[i] + hi,
+                                             ssh)
         return nreq, nsec
     for wp in range(warps):
         sg0 = seg_start[wp]

@@ -23,6 +23,19 @@ def _close_request(o_first, o_count, nreq, nsec, first, cnt):
 
 
 @numba.njit(cache=True, inline="always")
+def _emit_range(o_first, o_count, o_sec, nreq, nsec, lo_byte, hi_byte, ssh):
+    """Record request ``nreq`` as the sectors covering bytes [lo_byte, hi_byte], from ``o_sec[nsec]``;
+    returns the new (request count, sector count)."""
+    x = lo_byte >> ssh
+    n = nsec
+    while x <= hi_byte >> ssh:
+        o_sec[_U(n)] = x << ssh
+        n += 1
+        x += 1
+    return _close_request(o_first, o_count, nreq, nsec, nsec, n - nsec)
+
+
+@numba.njit(cache=True, inline="always")
 def _insert(sectors, first, cnt, x):
     """Insert sector address x into the sorted, distinct run sectors[first:first+cnt]; return cnt."""
     end = first + cnt
@@ -147,16 +160,8 @@ def _emit_warp_rows(ra, seg_so, seg_lo, seg_hi, warps, iters, t_s, ssh, o_first,
         so = seg_so[wp]
         for j in range(iters):
             a = ra[_U(so + j * t_s)]
-            if a < 0:
-                continue
-            x = (a + lo) >> ssh
-            xe = (a + hi) >> ssh
-            n = nsec
-            while x <= xe:
-                o_sec[_U(n)] = x << ssh
-                n += 1
-                x += 1
-            nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, n - nsec)
+            if a >= 0:
+                nreq, nsec = _emit_range(o_first, o_count, o_sec, nreq, nsec, a + lo, a + hi, ssh)
     return nreq, nsec
 
 

@@ -25,7 +25,7 @@ from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 # code and constants from _steps.py, _backward.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "779b3d01afc36e2f"
+_JIT_DEPS_SHA256 = "6a2ac24f20f7b9b6"
 
 
 @numba.njit(cache=True)
