@@ -1,6 +1,6 @@
 """Where the time of one layer's simulation goes, phase by phase, on one thread.
 
-    python benchmarks/bench_phases.py [--network vgg16] [--layer conv2_2] [--gpu v100] [--reps 5]
+    python benchmarks/bench_phases.py [--network vgg16] [--layer conv2_2] [--gpu v100] [--reps 5] [--op fprop]
 
 The layer's request stream is generated once and kept in memory (this is a benchmark: the real
 pipeline never holds more than one chunk), then replayed through a fresh hierarchy ``--reps`` times;
@@ -79,9 +79,10 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--gpu", default="v100")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--op", default="fprop", choices=("fprop", "dgrad", "wgrad"))
     args = ap.parse_args(argv)
     numba.set_num_threads(1)
-    g, kernel = get_gpu(args.gpu), KernelConfig()
+    g, kernel = get_gpu(args.gpu), KernelConfig(op=args.op)
     layers = {x.name: x for x in network(args.network, batch=args.batch)}
     if args.layer not in layers:
         ap.error(f"--layer: {args.layer!r} is not a layer of {args.network} (one of {', '.join(layers)})")
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
     n = metrics[M.L1_LD_SECTORS]
     phases = {"generate": gen_s, **best}
     total = sum(phases.values())
-    print(f"{args.network} {args.layer} batch {args.batch} on {g.name}, one thread, load average "
+    print(f"{args.network} {args.layer} {args.op} batch {args.batch} on {g.name}, one thread, load average "
           f"{os.getloadavg()[0]:.1f}: {n / 1e6:.2f} M L1 load sectors, L1 hit rate "
           f"{metrics[M.L1_LD_HITS] / n:.3f}, L2 read hit rate "
           f"{metrics[M.L2_RD_HITS] / max(1, metrics[M.L2_RD_SECTORS]):.3f}")

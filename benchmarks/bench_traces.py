@@ -62,12 +62,21 @@ def pipeline(layers, g, kernel, jobs):
     return sectors, time.perf_counter() - t0
 
 
-def training_step(layers, g, jobs, base=None):
-    """Seconds of simulate_layer over ``layers`` for each op (fprop, dgrad, wgrad), and L1 load sectors."""
+def training_step(layers, g, jobs, base=None, per_layer=None):
+    """Seconds of simulate_layer over ``layers`` for each op (fprop, dgrad, wgrad), and L1 load sectors.
+    The three ops of a layer run one after the other, so a change in the machine's load during the run
+    weighs on them alike. ``per_layer``: called with (layer, {op: seconds}) after each layer."""
     base = KernelConfig() if base is None else base
-    seconds, sectors = {}, {}
-    for op in ("fprop", "dgrad", "wgrad"):
-        sectors[op], seconds[op] = pipeline(layers, g, dataclasses.replace(base, op=op), jobs)
+    seconds = dict.fromkeys(("fprop", "dgrad", "wgrad"), 0.0)
+    sectors = dict.fromkeys(seconds, 0)
+    for layer in layers:
+        this = {}
+        for op in seconds:
+            n, this[op] = pipeline([layer], g, dataclasses.replace(base, op=op), jobs)
+            sectors[op] += n
+            seconds[op] += this[op]
+        if per_layer is not None:
+            per_layer(layer, this)
     return seconds, sectors
 
 
@@ -132,7 +141,9 @@ def main(argv=None) -> int:
         print(f"vgg16 batch {args.batch} on {g.name}: {dt:.1f} s, {n / 1e6:.0f} M L1 sector lookups, "
               f"{n / dt / 1e6:.1f} M/s{target}")
     if args.train:
-        seconds, sectors = training_step(vgg16_layers(args.train), g, 2)
+        def show(layer, secs):
+            print(f"  {layer.name}: " + ", ".join(f"{op} {t:.2f} s" for op, t in secs.items()), flush=True)
+        seconds, sectors = training_step(vgg16_layers(args.train), g, 2, per_layer=show)
         ratio = sum(seconds.values()) / seconds["fprop"]
         target = " (target <= 3)" if args.train == 32 else ""
         print(f"training step, vgg16 batch {args.train} on {g.name}, 2 threads, load average "

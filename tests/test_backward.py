@@ -15,6 +15,7 @@ from simcore.gpus import gpu
 from tests.naive_stream import naive_stream
 from tests.test_stream import assert_same_stream, flat, small_gpu
 from traces import ConvLayer, KernelConfig, iter_request_chunks, simulate_layer, tensor_bases
+from traces._layout import _ALN, _TILES_M
 from traces.stream import plan_stream
 
 
@@ -38,8 +39,15 @@ HAND = [
     (ConvLayer(1, 5, 2, 6, 9, 3, 3, stride=(4, 2), pad=1), kern("dgrad", ctas_per_sm=1)),
     # 1x1 stride 2 (a downsampling shortcut): three of four starting positions only store
     (ConvLayer(2, 16, 5, 5, 8, 1, 1, stride=2), kern("dgrad", tile_n=64, threads=128)),
+    # dgrad on the row-aligned path (K x 4 bytes a multiple of the sector): unit stride with dilation, and
+    # strided with tile_k 16 over K = 40 (the last filter block half full)
+    (ConvLayer(2, 8, 9, 7, 16, 3, 3, pad=1, dilation=(1, 2)), kern("dgrad")),
+    (ConvLayer(2, 8, 9, 7, 40, 3, 3, stride=2, pad=1), kern("dgrad", tile_k=16, ctas_per_sm=3)),
     # wgrad, partial last column tile (R S C = 54 = 32 + 22) and its columns past GEMM-N loaded
     (ConvLayer(2, 6, 7, 5, 10, 3, 3, stride=(2, 1), pad=1, dilation=(1, 2)), kern("wgrad")),
+    # wgrad, C = 48 with 32-column tiles: column tiles of one filter position per warp (the fast path)
+    # alternate with tiles whose warps straddle two
+    (ConvLayer(1, 48, 5, 5, 16, 2, 2, pad=1), kern("wgrad")),
     # wgrad, the default kernel on a first layer (C = 3: filter positions change inside a warp)
     (ConvLayer(1, 3, 9, 9, 16, 3, 3, pad=1), KernelConfig(op="wgrad")),
     # wgrad, vector 4 fp16, several M and N tiles, swizzle
@@ -55,6 +63,12 @@ def test_hand_cases_match_naive(case):
     fast = assert_same_stream(layer, g, kernel)
     assert any(r[4] for r in fast) and any(not r[4] for r in fast)
     assert flat(layer, g, kernel, max_sectors=1) == fast        # resumption at every step
+
+
+def test_hand_cases_cover_the_aligned_dgrad_path():
+    aligned = [plan_stream(layer, small_gpu(3), kernel).params[_ALN] for layer, kernel in HAND
+               if kernel.op == "dgrad"]
+    assert 0 < sum(aligned) < len(aligned)
 
 
 def starting_positions(layer):
@@ -80,7 +94,10 @@ def test_strided_hand_cases_cover_idle_and_store_only_ctas():
             assert (plan.fpos[f, 3], plan.fpos[f, 4]) == (h0, w0)
             kinds.add("idle" if idle else ("k-steps" if active else "stores only"))
         stream = flat(layer, small_gpu(3), kernel)
-        assert len({r[2] for r in stream}) == plan.ctas == len({r[2] for r in stream if r[4]})
+        assert len({r[2] for r in stream if r[4]}) == plan.ctas
+        tiles_m = plan.params[_TILES_M]         # swizzle 0: block b is M tile b mod tiles_m
+        idle = {f for f, (h0, w0, _) in enumerate(expected) if h0 >= layer.h or w0 >= layer.w}
+        assert not {r[2] for r in stream if (r[2] % tiles_m) // (tiles_m // len(expected)) in idle}
     assert kinds == {"idle", "k-steps", "stores only"}
 
 

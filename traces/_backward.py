@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numba
 
-from ._emit import _close_request, _emit_rows, _emit_segments, _insert_range, _segment_offsets, _shift_rows
+from ._emit import (
+    _close_request, _emit_range, _emit_rows, _emit_segments, _emit_warp_rows, _insert_range, _segment_offsets,
+    _shift_rows)
 from ._layout import (
     _BIG, _U, _N, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _TM, _TN, _TK, _THREADS, _EB,
     _TSA, _IA, _TSB, _IB, _XB, _WB, _YB, _SSH, _UNI, _RPW, _TMPF, _NPQ, _F_R0, _F_S0, _F_H0, _F_W0, _F_NR,
@@ -20,7 +22,7 @@ from ._layout import (
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
 # updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "18ef44dc24479bdf"
+_JIT_DEPS_SHA256 = "7e6acea13e94b057"
 
 
 @numba.njit(cache=True)
@@ -66,42 +68,60 @@ def _start_dgrad(prm, maps, rows, idx, tm, f):
             row_y[idx, i] = -1
 
 
-@numba.njit(cache=True)
-def _step_dgrad(prm, maps, rows, scratch, f, idx, ks, n0, o_first, o_count, o_sec, nreq, nsec):
-    """Load requests of dgrad k-step ks of the CTA in slot idx (starting filter position f, channels
-    n0 ..); returns (end of A's requests, nreq, nsec)."""
-    C = prm[_C]; K = prm[_K]; P = prm[_P]; Q = prm[_Q]; RS = prm[_R] * prm[_S]; S = prm[_S]
-    TM = prm[_TM]; TK = prm[_TK]; EB = prm[_EB]; SSH = prm[_SSH]; WARPS = prm[_THREADS] // 32
-    seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start = maps[:6]
-    fpos = maps[9]
-    ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off = scratch[:6]
-    # k-step order: for k0: for r in (start_r, +stride_h ..): for s in (start_s, +stride_w ..)
+@numba.njit(cache=True, inline="always")
+def _dgrad_position(prm, fpos, f, ks):
+    """(k0, r, s, dr, ds) of dgrad k-step ks of a CTA at starting filter position f: the order is
+    `for k0: for r in (start_r, + stride_h ..): for s in (start_s, + stride_w ..)`; dy's (p, q) at (r, s)
+    is the row's origin shifted by (dr, ds) = (-r dil_h, -s dil_w) at unit stride, (-i_r, -i_s) for the
+    i-th position of strided dgrad (dilation 1)."""
     ns = fpos[f, _F_NS]
     npos = fpos[f, _F_NR] * ns
     kb = ks // npos
     ir = (ks - kb * npos) // ns
     js = ks - kb * npos - ir * ns
-    r = fpos[f, _F_R0] + ir * prm[_SH]
-    s = fpos[f, _F_S0] + js * prm[_SW]
-    dr = -ir * prm[_DH]                 # dy row p = origin - r dil_h (stride 1) or origin - ir (strided)
-    ds = -js * prm[_DW]
-    k0 = kb * TK
+    return (kb * prm[_TK], fpos[f, _F_R0] + ir * prm[_SH], fpos[f, _F_S0] + js * prm[_SW], -ir * prm[_DH],
+            -js * prm[_DW])
+
+
+@numba.njit(cache=True)
+def _dgrad_filters(prm, seg_b_so, seg_b_co, seg_b_start, sb_lo, sb_hi, kt_off, k0, r, s, n0, o_first, o_count,
+                   o_sec, nreq, nsec):
+    """dgrad B (w, KRSC) requests of a k-step: contiguous = the CTA's channels n0 .., strided = filters
+    k0 + j at (r, s); returns (nreq, nsec)."""
+    C = prm[_C]; K = prm[_K]; EB = prm[_EB]; SSH = prm[_SSH]; WARPS = prm[_THREADS] // 32
+    RS = prm[_R] * prm[_S]
+    for j in range(prm[_TK]):
+        k = k0 + j
+        kt_off[j] = prm[_WB] + ((k * RS + r * prm[_S] + s) * C) * EB if k < K else -1
+    _segment_offsets(seg_b_co, sb_lo, sb_hi, n0, C, 0, EB)
+    if seg_b_so.shape[0] == WARPS:          # tile_n / vector a multiple of 32 (the default kernels)
+        return _emit_warp_rows(kt_off, seg_b_so, sb_lo, sb_hi, WARPS, prm[_IB], prm[_TSB], SSH, o_first, o_count,
+                               o_sec, nreq, nsec)
+    return _emit_segments(kt_off, seg_b_so, sb_lo, sb_hi, seg_b_start, WARPS, prm[_IB], prm[_TSB], SSH, o_first,
+                          o_count, o_sec, nreq, nsec)
+
+
+@numba.njit(cache=True)
+def _step_dgrad(prm, maps, rows, scratch, f, idx, ks, n0, o_first, o_count, o_sec, nreq, nsec):
+    """Load requests of dgrad k-step ks of the CTA in slot idx (starting filter position f, channels
+    n0 ..) off the _ALN path (which `traces._generate` writes out); returns (end of A's requests, nreq,
+    nsec)."""
+    K = prm[_K]; P = prm[_P]; Q = prm[_Q]; TM = prm[_TM]; TK = prm[_TK]; EB = prm[_EB]; SSH = prm[_SSH]
+    seg_a_so, seg_a_co, seg_a_start = maps[:3]
+    sa_lo, sa_hi = scratch[1], scratch[2]
+    ra_a = scratch[9]                   # (1, tile_m): A's row addresses
+    k0, r, s, dr, ds = _dgrad_position(prm, maps[9], f, ks)
     # A (dy): contiguous = filters k0 .., strided = the CTA's rows
-    _shift_rows(rows[0], rows[1], rows[2], idx, TM, dr, ds, (dr * Q + ds) * K * EB, P, Q, ra_a)
+    _shift_rows(rows[0], rows[1], rows[2], idx, TM, dr, ds, (dr * Q + ds) * K * EB, P, Q, ra_a[0])
     if prm[_UNI]:
-        nreq, nsec = _emit_rows(ra_a.reshape(1, TM), 0, TM, prm[_RPW], k0 * EB, min(k0 + TK, K) * EB - 1, SSH,
+        nreq, nsec = _emit_rows(ra_a, 0, TM, prm[_RPW], k0 * EB, min(k0 + TK, K) * EB - 1, SSH,
                                 o_first, o_count, o_sec, nreq, nsec)
     else:
         _segment_offsets(seg_a_co, sa_lo, sa_hi, k0, K, 0, EB)
-        nreq, nsec = _emit_segments(ra_a, seg_a_so, sa_lo, sa_hi, seg_a_start, WARPS, prm[_IA], prm[_TSA], SSH,
-                                    o_first, o_count, o_sec, nreq, nsec)
+        nreq, nsec = _emit_segments(ra_a[0], seg_a_so, sa_lo, sa_hi, seg_a_start, prm[_THREADS] // 32, prm[_IA],
+                                    prm[_TSA], SSH, o_first, o_count, o_sec, nreq, nsec)
     q1 = nreq
-    # B (w, KRSC): contiguous = the CTA's channels, strided = filters k0 + j at (r, s)
-    for j in range(TK):
-        k = k0 + j
-        kt_off[j] = prm[_WB] + ((k * RS + r * S + s) * C) * EB if k < K else -1
-    _segment_offsets(seg_b_co, sb_lo, sb_hi, n0, C, 0, EB)
-    nreq, nsec = _emit_segments(kt_off, seg_b_so, sb_lo, sb_hi, seg_b_start, WARPS, prm[_IB], prm[_TSB], SSH,
+    nreq, nsec = _dgrad_filters(prm, maps[3], maps[4], maps[5], scratch[3], scratch[4], scratch[5], k0, r, s, n0,
                                 o_first, o_count, o_sec, nreq, nsec)
     return q1, nreq, nsec
 
@@ -145,56 +165,68 @@ def _emit_pieces(kt_off, kt_rh, kt_sw, seg_so, seg_start, pieces, piece_start, i
                  ssh, o_first, o_count, o_sec, nreq, nsec):
     """wgrad B requests: row i (kt_off[i]: byte address of x at its (h, w) origin, kt_rh/kt_sw[i]: the
     origin) of each segment, every piece whose (h, w) lies in the image."""
-    sb = 1 << ssh
-    mask = -sb
+    pcs = pieces[idx]
+    starts = piece_start[idx]
+    if seg_so.shape[0] == warps and starts[warps] == warps:
+        # one segment per warp, one filter position per segment (C a multiple of 32 / vector, the
+        # default kernels): request (w, j) is row seg_so[w] + j t_s, piece w (measured: half the time)
+        for wp in range(warps):
+            dr = pcs[wp, 0]
+            ds = pcs[wp, 1]
+            lo = pcs[wp, 2]
+            hi = pcs[wp, 3]
+            so = seg_so[wp]
+            for j in range(iters):
+                i = _U(so + j * t_s)
+                if _U(kt_rh[i] + dr) < _U(ih) and _U(kt_sw[i] + ds) < _U(iw):
+                    nreq, nsec = _emit_range(o_first, o_count, o_sec, nreq, nsec, kt_off[i] + lo, kt_off[i] + hi,
+                                             ssh)
+        return nreq, nsec
     for wp in range(warps):
+        sg0 = seg_start[wp]
+        sg1 = seg_start[wp + 1]
         for j in range(iters):
-            first = nsec
             cnt = 0
-            last = -1
-            for sg in range(seg_start[wp], seg_start[wp + 1]):
-                i = seg_so[sg] + j * t_s
+            last = -1                          # largest sector index so far (the run is sorted)
+            for sg in range(sg0, sg1):
+                i = _U(seg_so[sg] + j * t_s)
                 hb = kt_rh[i]
                 wb = kt_sw[i]
                 base = kt_off[i]
-                for pc in range(piece_start[idx, sg], piece_start[idx, sg + 1]):
-                    h = hb + pieces[idx, pc, 0]
-                    w = wb + pieces[idx, pc, 1]
-                    if h < 0 or h >= ih or w < 0 or w >= iw:
+                for pc in range(starts[sg], starts[sg + 1]):
+                    u = _U(pc)
+                    if _U(hb + pcs[u, 0]) >= _U(ih) or _U(wb + pcs[u, 1]) >= _U(iw):
                         continue
-                    lo = base + pieces[idx, pc, 2]
-                    hi = base + pieces[idx, pc, 3]
-                    x = lo & mask
-                    xe = hi & mask
+                    x = (base + pcs[u, 2]) >> ssh
+                    xe = (base + pcs[u, 3]) >> ssh
                     if x > last:               # common case: append the piece's sectors
                         while x <= xe:
-                            o_sec[_U(first + cnt)] = x
+                            o_sec[_U(nsec + cnt)] = x << ssh
                             cnt += 1
-                            x += sb
+                            x += 1
+                        last = xe
                     else:
-                        cnt = _insert_range(o_sec, first, cnt, lo, hi, ssh)
-                    last = o_sec[first + cnt - 1]
+                        cnt = _insert_range(o_sec, nsec, cnt, base + pcs[u, 2], base + pcs[u, 3], ssh)
+                        last = o_sec[_U(nsec + cnt - 1)] >> ssh
             if cnt > 0:
-                nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
+                nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, cnt)
     return nreq, nsec
 
 
 @numba.njit(cache=True)
-def _step_wgrad(prm, maps, rows, scratch, idx, ks, m0, o_first, o_count, o_sec, nreq, nsec):
+def _step_wgrad(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_start, pieces, piece_start, sa_lo, sa_hi,
+                kt_off, kt_rh, kt_sw, kt_a, idx, ks, m0, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of wgrad k-step ks (npq = ks tile_k ..) of the CTA in slot idx (filters m0 ..);
-    returns (end of A's requests, nreq, nsec)."""
+    returns (end of A's requests, nreq, nsec). The arrays come one by one rather than as `_generate`'s
+    tuples: a call updates the reference count of every array it receives (measured: 6% less time)."""
     H = prm[_H]; W = prm[_W]; C = prm[_C]; K = prm[_K]; Q = prm[_Q]; PQ = prm[_P] * Q; NPQ = prm[_NPQ]
     TK = prm[_TK]; EB = prm[_EB]; SSH = prm[_SSH]; WARPS = prm[_THREADS] // 32
-    seg_a_so, seg_a_co, seg_a_start, seg_b_so = maps[0], maps[1], maps[2], maps[3]
-    seg_b_start = maps[5]
-    sa_lo, sa_hi, kt_off, kt_rh, kt_sw, kt_a = scratch[1], scratch[2], scratch[5], scratch[6], scratch[7], scratch[8]
-    npq0 = ks * TK
-    for j in range(TK):
-        npq = npq0 + j
+    npq = ks * TK
+    n = npq // PQ
+    p = (npq - n * PQ) // Q
+    q = npq - n * PQ - p * Q
+    for j in range(TK):                 # rows npq, npq + 1, ..: (n, p, q) counted up, q fastest
         if npq < NPQ:
-            n = npq // PQ
-            p = (npq - n * PQ) // Q
-            q = npq - n * PQ - p * Q
             hb = p * prm[_SH] - prm[_PH]
             wb = q * prm[_SW] - prm[_PW]
             kt_a[j] = prm[_YB] + npq * K * EB
@@ -206,12 +238,24 @@ def _step_wgrad(prm, maps, rows, scratch, idx, ks, m0, o_first, o_count, o_sec, 
             kt_rh[j] = -_BIG
             kt_sw[j] = -_BIG
             kt_off[j] = 0
+        npq += 1
+        q += 1
+        if q == Q:
+            q = 0
+            p += 1
+            if p == prm[_P]:
+                p = 0
+                n += 1
     # A (dy, NPQK): contiguous = the CTA's filters, strided = npq
     _segment_offsets(seg_a_co, sa_lo, sa_hi, m0, K, 0, EB)
-    nreq, nsec = _emit_segments(kt_a, seg_a_so, sa_lo, sa_hi, seg_a_start, WARPS, prm[_IA], prm[_TSA], SSH,
-                                o_first, o_count, o_sec, nreq, nsec)
+    if seg_a_so.shape[0] == WARPS:          # tile_m / vector a multiple of 32 (the default kernels)
+        nreq, nsec = _emit_warp_rows(kt_a, seg_a_so, sa_lo, sa_hi, WARPS, prm[_IA], prm[_TSA], SSH, o_first,
+                                     o_count, o_sec, nreq, nsec)
+    else:
+        nreq, nsec = _emit_segments(kt_a, seg_a_so, sa_lo, sa_hi, seg_a_start, WARPS, prm[_IA], prm[_TSA], SSH,
+                                    o_first, o_count, o_sec, nreq, nsec)
     q1 = nreq
     # B (x): contiguous = the CTA's rsc columns (pieces), strided = npq
-    nreq, nsec = _emit_pieces(kt_off, kt_rh, kt_sw, seg_b_so, seg_b_start, rows[8], rows[9], idx, WARPS, prm[_IB],
+    nreq, nsec = _emit_pieces(kt_off, kt_rh, kt_sw, seg_b_so, seg_b_start, pieces, piece_start, idx, WARPS, prm[_IB],
                               prm[_TSB], H, W, SSH, o_first, o_count, o_sec, nreq, nsec)
     return q1, nreq, nsec

@@ -23,6 +23,19 @@ def _close_request(o_first, o_count, nreq, nsec, first, cnt):
 
 
 @numba.njit(cache=True, inline="always")
+def _emit_range(o_first, o_count, o_sec, nreq, nsec, lo_byte, hi_byte, ssh):
+    """Record request ``nreq`` as the sectors covering bytes [lo_byte, hi_byte], from ``o_sec[nsec]``;
+    returns the new (request count, sector count)."""
+    x = lo_byte >> ssh
+    n = nsec
+    while x <= hi_byte >> ssh:
+        o_sec[_U(n)] = x << ssh
+        n += 1
+        x += 1
+    return _close_request(o_first, o_count, nreq, nsec, nsec, n - nsec)
+
+
+@numba.njit(cache=True, inline="always")
 def _insert(sectors, first, cnt, x):
     """Insert sector address x into the sorted, distinct run sectors[first:first+cnt]; return cnt."""
     end = first + cnt
@@ -131,6 +144,24 @@ def _emit_segments(ra, seg_so, seg_lo, seg_hi, seg_start, warps, iters, t_s, ssh
                     last = o_sec[first + cnt - 1]
             if cnt > 0:
                 nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
+    return nreq, nsec
+
+
+@numba.njit(cache=True)
+def _emit_warp_rows(ra, seg_so, seg_lo, seg_hi, warps, iters, t_s, ssh, o_first, o_count, o_sec, nreq, nsec):
+    """`_emit_segments` for a map whose t_c is a multiple of 32 (one segment per warp: segment w is warp
+    w's): request (w, j) is row seg_so[w] + j t_s of ra, bytes [seg_lo[w], seg_hi[w]] of it, one sector
+    range."""
+    for wp in range(warps):
+        lo = seg_lo[wp]
+        hi = seg_hi[wp]
+        if hi < 0:
+            continue
+        so = seg_so[wp]
+        for j in range(iters):
+            a = ra[_U(so + j * t_s)]
+            if a >= 0:
+                nreq, nsec = _emit_range(o_first, o_count, o_sec, nreq, nsec, a + lo, a + hi, ssh)
     return nreq, nsec
 
 

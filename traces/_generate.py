@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numba
 
-from ._backward import _start_dgrad, _start_wgrad, _step_dgrad, _step_wgrad
+from ._backward import _dgrad_filters, _dgrad_position, _start_dgrad, _start_wgrad, _step_dgrad, _step_wgrad
 from ._layout import (
-    _U, _C, _H, _W, _R, _S, _DH, _DW, _TM, _TN, _TK, _NCHW, _EB, _SMS, _SLOTS, _SSH, _STEP_REQ, _STEP_SEC,
-    _UNI, _RPW, _ALN, _OP, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF, _F_SKIP, _F_KSTEPS,
+    _U, _C, _H, _W, _K, _R, _S, _DH, _DW, _P, _Q, _TM, _TN, _TK, _NCHW, _EB, _SMS, _SLOTS, _SSH, _STEP_REQ,
+    _STEP_SEC, _UNI, _RPW, _ALN, _OP, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF, _F_SKIP, _F_KSTEPS,
     _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE)
 from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 
@@ -25,7 +25,7 @@ from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 # code and constants from _steps.py, _backward.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "40dcc10540f57d08"
+_JIT_DEPS_SHA256 = "6a2ac24f20f7b9b6"
 
 
 @numba.njit(cache=True)
@@ -92,14 +92,19 @@ def _generate(prm, maps, sched, rows, scratch, out):
     increments and decrements (atomically) the reference count of every array a function receives,
     per call, inlined or not (profiled: 20-25% of the time when that k-step used helpers)."""
     C = prm[_C]; H = prm[_H]; W = prm[_W]; S = prm[_S]; RS = prm[_R] * S; DH = prm[_DH]; DW = prm[_DW]
+    # the image and channels of A's rows: fprop x (H, W, C), dgrad dy (P, Q, K)
+    IH = prm[_P] if prm[_OP] == _DGRAD else H
+    IW = prm[_Q] if prm[_OP] == _DGRAD else W
+    IC = prm[_K] if prm[_OP] == _DGRAD else C
     SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; TM = prm[_TM]; TN = prm[_TN]; TK = prm[_TK]; EB = prm[_EB]
     SSH = prm[_SSH]; NCHW = prm[_NCHW]; UNI = prm[_UNI]; ALN = prm[_ALN]; OP = prm[_OP]
     RPW = prm[_RPW]; STEP_REQ = prm[_STEP_REQ]; STEP_SEC = prm[_STEP_SEC]
     state, slot_cta, slot_tm, slot_tn, slot_step, slot_ksteps, slot_fpos = sched
     seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start, thr_a = maps[:7]
-    store_order = maps[10]
+    fpos, store_order = maps[9], maps[10]
     row_hb, row_wb, row_base, row_y, row_b, b_rows, b_reqs, b_num = rows[:8]
     ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off, kt_rh, kt_sw = scratch[:8]
+    ra_rows = scratch[9]                        # ra_a as a (1, tile_m) array
     o_round, o_sm, o_cta, o_op, o_st, o_ks, o_first, o_count, o_sec = out
     req_cap = min(o_sm.shape[0], o_op.shape[0], o_st.shape[0], o_first.shape[0], o_count.shape[0])
     all_fields = min(o_round.shape[0], o_cta.shape[0], o_ks.shape[0]) > 0   # lean: length 0
@@ -157,15 +162,16 @@ def _generate(prm, maps, sched, rows, scratch, out):
                     q1 = nreq
                     op = 2
                     slot_cta[idx] = -1
-                elif OP == _DGRAD:
+                elif OP == _DGRAD and not ALN:
                     q1, nreq, nsec = _step_dgrad(prm, maps, rows, scratch, slot_fpos[idx], idx, ks, slot_tn[idx] * TN,
                                                  o_first, o_count, o_sec, nreq, nsec)
                 elif OP == _WGRAD:
-                    q1, nreq, nsec = _step_wgrad(prm, maps, rows, scratch, idx, ks, slot_tm[idx] * TM, o_first,
-                                                 o_count, o_sec, nreq, nsec)
+                    q1, nreq, nsec = _step_wgrad(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_start, rows[8],
+                                                 rows[9], sa_lo, sa_hi, kt_off, kt_rh, kt_sw, scratch[8], idx, ks,
+                                                 slot_tm[idx] * TM, o_first, o_count, o_sec, nreq, nsec)
                 elif not ALN:
                     if UNI:
-                        q1, nreq, nsec = _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_a, idx, ks, o_first,
+                        q1, nreq, nsec = _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_rows, idx, ks, o_first,
                                                     o_count, o_sec, nreq, nsec)
                     elif NCHW:
                         q1, nreq, nsec = _step_nchw(prm, seg_b_so, seg_b_co, seg_b_start, thr_a, row_hb, row_wb,
@@ -177,28 +183,32 @@ def _generate(prm, maps, sched, rows, scratch, out):
                                                    sa_hi, sb_lo, sb_hi, idx, ks, o_first, o_count, o_sec, nreq,
                                                    nsec)
                 else:
-                    # ---- nhwc k-step (channel block cb, filter position rs) under _ALN ----
-                    cb = ks // RS
-                    rs = ks - cb * RS
-                    r = rs // S
-                    c0 = cb * TK
+                    # ---- nhwc k-step under _ALN: fprop (channel block cb, filter position rs) or dgrad
+                    # (filter block k0, position (r, s)); A's rows shift by (rdh, sdw) in A's image ----
+                    if OP == _DGRAD:
+                        c0, r, s, rdh, sdw = _dgrad_position(prm, fpos, slot_fpos[idx], ks)
+                    else:
+                        cb = ks // RS
+                        rs = ks - cb * RS
+                        r = rs // S
+                        c0 = cb * TK
+                        rdh = r * DH
+                        sdw = (rs - r * S) * DW
                     lo = c0 * EB                        # the k-step's bytes of a row: [lo, hi]
-                    hi = min(c0 + TK, C) * EB - 1
+                    hi = min(c0 + TK, IC) * EB - 1
                     ns = (hi >> SSH) - (lo >> SSH) + 1  # sectors of a valid row, from its first
                     lo = (lo >> SSH) << SSH
                     # A rows (request order): first sector, or -1 when predicated off (padding, m >= M),
                     # staged where the step's sectors go, far enough in that the compaction below never
                     # overtakes them (measured: 3% less time than a scratch array and a copy). Row bases
                     # may be negative, so (r, s) is folded in here.
-                    rdh = r * DH
-                    sdw = (rs - r * S) * DW
-                    koff = (rdh * W + sdw) * C * EB + lo
+                    koff = (rdh * IW + sdw) * IC * EB + lo
                     stage = _U(nsec + (ns - 1) * TM)
                     nbad = 0
                     for p in range(_U(TM)):
                         h = row_hb[idx, p] + rdh
                         w = row_wb[idx, p] + sdw
-                        ok = (_U(h) < _U(H)) & (_U(w) < _U(W))
+                        ok = (_U(h) < _U(IH)) & (_U(w) < _U(IW))
                         o_sec[stage + p] = row_base[idx, p] + koff if ok else -1
                         nbad += not ok
                     if nbad == 0 and ns == 1:
@@ -228,26 +238,31 @@ def _generate(prm, maps, sched, rows, scratch, out):
                                 nreq += 1
                                 nsec = n
                     q1 = nreq
-                    # B: the CTA's compacted requests (`_start_cta`) shifted to this k-step
-                    off = lo + rs * C * EB
-                    nrow = b_num[idx, 0]
-                    if ns == 1:
-                        for i in range(_U(nrow)):
-                            o_sec[_U(nsec) + i] = b_rows[idx, i] + off
+                    if OP == _DGRAD:
+                        # B: w at (r, s), filters k0 .. of this k-step
+                        nreq, nsec = _dgrad_filters(prm, seg_b_so, seg_b_co, seg_b_start, sb_lo, sb_hi, kt_off, c0, r,
+                                                    s, slot_tn[idx] * TN, o_first, o_count, o_sec, nreq, nsec)
                     else:
-                        for i in range(_U(nrow)):
-                            for t in range(_U(ns)):
-                                o_sec[_U(nsec) + i * _U(ns) + t] = b_rows[idx, i] + off + t * sb
-                    if nrow == TN:                      # every filter valid: rpw rows a request
-                        for q in range(_U(TN // RPW)):
-                            o_first[_U(nreq) + q] = nsec + q * (RPW * ns)
-                            o_count[_U(nreq) + q] = RPW * ns
-                    else:
-                        for q in range(_U(b_num[idx, 1])):
-                            o_first[_U(nreq) + q] = nsec + b_reqs[idx, q, 0] * ns
-                            o_count[_U(nreq) + q] = b_reqs[idx, q, 1] * ns
-                    nreq += b_num[idx, 1]
-                    nsec += nrow * ns
+                        # B: the CTA's compacted requests (`_start_fprop`) shifted to this k-step
+                        off = lo + rs * C * EB
+                        nrow = b_num[idx, 0]
+                        if ns == 1:
+                            for i in range(_U(nrow)):
+                                o_sec[_U(nsec) + i] = b_rows[idx, i] + off
+                        else:
+                            for i in range(_U(nrow)):
+                                for t in range(_U(ns)):
+                                    o_sec[_U(nsec) + i * _U(ns) + t] = b_rows[idx, i] + off + t * sb
+                        if nrow == TN:                  # every filter valid: rpw rows a request
+                            for q in range(_U(TN // RPW)):
+                                o_first[_U(nreq) + q] = nsec + q * (RPW * ns)
+                                o_count[_U(nreq) + q] = RPW * ns
+                        else:
+                            for q in range(_U(b_num[idx, 1])):
+                                o_first[_U(nreq) + q] = nsec + b_reqs[idx, q, 0] * ns
+                                o_count[_U(nreq) + q] = b_reqs[idx, q, 1] * ns
+                        nreq += b_num[idx, 1]
+                        nsec += nrow * ns
                 if op < 2:
                     slot_step[idx] = ks + 1
                 # the fields the step's requests share: short fill loops instead of six stores per

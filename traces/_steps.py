@@ -14,7 +14,7 @@ from ._layout import (
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
 # updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "18ef44dc24479bdf"
+_JIT_DEPS_SHA256 = "7e6acea13e94b057"
 
 
 # ---- compiled kernel ----------------------------------------------------------------------------
@@ -26,7 +26,7 @@ _JIT_DEPS_SHA256 = "18ef44dc24479bdf"
 #            address of each store row's column 0, -1 if invalid; nchw: y element offset), row_b (B rows,
 #            in perm_b order), b_rows, b_reqs, b_num (_UNI: B's compacted requests), pieces, piece_start
 #            (wgrad: B's segments split where the filter position changes)
-#   scratch: ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off, kt_rh, kt_sw, kt_a
+#   scratch: ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off, kt_rh, kt_sw, kt_a, ra_a as a (1, tile_m) view
 #   out:     the 9 RequestChunk buffers (lean: round, cta and kstep of length 0, left unwritten)
 
 @numba.njit(cache=True)
@@ -88,8 +88,8 @@ def _start_fprop(prm, maps, rows, idx, tm, tn):
 
 @numba.njit(cache=True)
 def _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_a, idx, ks, o_first, o_count, o_sec, nreq, nsec):
-    """Load requests of an nhwc k-step under _UNI but not _ALN; returns (end of A's requests, nreq,
-    nsec)."""
+    """Load requests of an nhwc k-step under _UNI but not _ALN (``ra_a``: a (1, tile_m) scratch row);
+    returns (end of A's requests, nreq, nsec)."""
     C = prm[_C]; H = prm[_H]; W = prm[_W]; S = prm[_S]; RS = prm[_R] * S
     TM = prm[_TM]; TK = prm[_TK]; EB = prm[_EB]; SSH = prm[_SSH]; RPW = prm[_RPW]
     cb = ks // RS
@@ -101,8 +101,8 @@ def _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_a, idx, ks, o_first, o_c
     lo = c0 * EB                              # the k-step's bytes of a row: [lo, hi]
     hi = min(c0 + TK, C) * EB - 1
     # A: contiguous = channels, strided = rows m; row bases may be negative: fold (r, s) in here
-    _shift_rows(row_hb, row_wb, row_base, idx, TM, rdh, sdw, (rdh * W + sdw) * C * EB, H, W, ra_a)
-    nreq, nsec = _emit_rows(ra_a.reshape(1, TM), 0, TM, RPW, lo, hi, SSH, o_first, o_count, o_sec, nreq, nsec)
+    _shift_rows(row_hb, row_wb, row_base, idx, TM, rdh, sdw, (rdh * W + sdw) * C * EB, H, W, ra_a[0])
+    nreq, nsec = _emit_rows(ra_a, 0, TM, RPW, lo, hi, SSH, o_first, o_count, o_sec, nreq, nsec)
     q1 = nreq
     # B: contiguous = channels, strided = filters k
     ext = rs * C * EB

@@ -34,9 +34,10 @@ Implementation notes (all exact, no approximation):
   segment of A (fprop: and B) is one whole tile row, so a request is `rpw` = 32 / t_c consecutive rows,
   all with the k-step's channel range; the rows of a CTA are stored in request order. Valid rows'
   addresses increase by more than a row's span (A: m order is (n, h, w) order; B: filters), so their
-  sectors come sorted and distinct without insertion. With _ALN (fprop, C * elem_bytes a multiple of
-  the sector) every row spans the same sectors at the same offset, and B's requests are the same in
-  every k-step of a CTA, up to that offset.
+  sectors come sorted and distinct without insertion. With _ALN (the channels of A's rows times
+  elem_bytes a multiple of the sector: C for fprop, K for dgrad) every A row spans the same sectors at
+  the same offset (the k-step is written out in `traces._generate`), and fprop B's requests are the
+  same in every k-step of a CTA, up to that offset.
 """
 from __future__ import annotations
 
@@ -112,7 +113,7 @@ class StreamPlan(NamedTuple):
     sms: int
     step_requests: int
     step_sectors: int
-    ctas: int               # CTAs that run (in the grid, not skipped); each stores once
+    ctas: int               # CTAs that store (each once; strided dgrad: not every CTA that runs)
     blocks: int
 
 
@@ -230,9 +231,12 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
     # fprop and dgrad nhwc with t_c dividing 32: every segment of A is one whole tile row, a warp's
     # segments are `rpw` consecutive rows, all with the k-step's channel range (fprop: B too)
     uni = not nchw and op != "wgrad" and 32 % ta.t_c == 0
-    # ... and (fprop) every row address (A and B) a multiple of the sector: a k-step's rows all span the
+    # ... and every A row address a multiple of the sector (fprop: B's too): a k-step's rows all span the
     # same number of sectors, starting at the row address plus the same offset
-    aln = uni and op == "fprop" and (layer.c * eb) % sb == 0 and x_base % sb == 0 and w_base % sb == 0
+    if op == "fprop":
+        aln = uni and (layer.c * eb) % sb == 0 and x_base % sb == 0 and w_base % sb == 0
+    else:                                   # dgrad: A = dy
+        aln = uni and (layer.k * eb) % sb == 0 and y_base % sb == 0
     params = np.zeros(_NPARAMS, dtype=np.int64)
     vals = {
         _N: layer.n, _C: layer.c, _H: layer.h, _W: layer.w, _K: layer.k, _R: layer.r, _S: layer.s,
@@ -254,7 +258,9 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
     thr_a = _thread_offsets(ta, kernel.threads)
     perm_a = _request_order(ta, warps, kernel.tile_m, uni)
     perm_b = _request_order(tb, warps, kernel.tile_n, uni and op == "fprop")
-    ctas = sum(per_filter * tiles_n for row in fpos if not row[_F_SKIP])
+    # CTAs with a valid output row (they store): strided dgrad's starting positions own N P' Q' rows each
+    ctas = tiles_n * (sum(-(-layer.n * int(row[_F_PP] * row[_F_QQ]) // kernel.tile_m) for row in fpos
+                          if not row[_F_SKIP]) if len(fpos) > 1 else tiles_m)
     return StreamPlan(params, seg_a, seg_a_start, seg_b, seg_b_start, thr_a, perm_a, perm_b, _frozen(fpos),
                       store_row_order(kernel), slots, gpu.sms, step_req, step_sec, ctas, blocks)
 
@@ -307,8 +313,9 @@ class _Generator:
                      e((slots_total, tm), i8), e((slots_total, tn), i8), e((slots_total, tn), i8),
                      e((slots_total, nq_b, 2), i8), e((slots_total, 2), i8), e((slots_total, pieces, 4), i8),
                      e((slots_total, len(plan.seg_b) + 1), i8))
-        self.scratch = (e(tm, i8), e(len(plan.seg_a), i8), e(len(plan.seg_a), i8), e(len(plan.seg_b), i8),
-                        e(len(plan.seg_b), i8), e(tk, i8), e(tk, i8), e(tk, i8), e(tk, i8))
+        ra_a = e(tm, i8)                # A's row addresses in a k-step, also as a (1, tm) view
+        self.scratch = (ra_a, e(len(plan.seg_a), i8), e(len(plan.seg_a), i8), e(len(plan.seg_b), i8),
+                        e(len(plan.seg_b), i8), e(tk, i8), e(tk, i8), e(tk, i8), e(tk, i8), ra_a.reshape(1, tm))
         self.cap_req, self.cap_sec = cap_req, cap_sec
 
     def new_buffers(self):
