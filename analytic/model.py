@@ -114,8 +114,12 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         gap_lines = (cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
                      + total[Mx.L2_WR_SECTORS] * SEC / LINE / len(subs)
                      + cdiv(layer.params * eb, LINE) / len(subs))
-        gap = gap_lines if tpf >= per_wave else 0.0
-        reread = (len(subs) - 1) * uniq_dy * l2_miss_prob(gap / cap_lines, float(gpu.l2_ways), f.l2_cliff_spread)
+        if tpf >= per_wave:
+            gap = gap_lines
+            reread = (len(subs) - 1) * uniq_dy * l2_miss_prob(gap / cap_lines, float(gpu.l2_ways),
+                                                               f.l2_cliff_spread)
+        else:
+            reread = _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, per_wave)
         fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
         for key in (Mx.DRAM_RD_SECTORS, Mx.DRAM_RD_SECTORS + ":A", Mx.L2_RD_MISSES, Mx.L2_RD_MISSES + ":A"):
             total[key] = max(0.0, total[key] + fix)
@@ -131,6 +135,43 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     ksteps = max((g.ksteps for g, _ in subs), default=0)
     total.update(layer_time(layer, gpu, kernel, total, machine, (max(ctas, 1), ksteps, float(layer.flops))))
     return total
+
+
+def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, per_wave):
+    """dy sectors read again from DRAM when strided dgrad's sub-problems run in the same wave.
+
+    Sub-problem j has T_j taps per channel block k0 (k-steps ``for k0: for taps``), so it reaches block
+    k0 at time k0 T_j: the sub-problems read one dy line (rows of one tile index, channels of block
+    k0) in increasing order of T, and between two consecutive reads (times k0 T_prev and k0 T_j) the
+    wave touches every dy line of the blocks from the slowest's position to the fastest's, (k0
+    T_prev / T_max, k0 T_j / T_1] (blocks of all resident tile indices: the co-resident sub-problems
+    cover every tile index) and the filters of those blocks. Averaged over k0; past the last block,
+    CTAs that replace finished ones keep touching lines at the same rate when the grid has more CTAs
+    than a wave. (Counting also the dx rows that finished sub-problems store, a CTA's stores coming at
+    its end, over-predicted dy's DRAM reads on a100/h100 resnet50 b32 by 37-47 %: MODEL.md 9.)"""
+    from ._common import cdiv
+    from ._l2 import l2_miss_prob
+    eb, LINE = kernel.elem_bytes, gpu.line_bytes
+    nblk = cdiv(layer.k, kernel.tile_k)
+    taps = sorted(g.ksteps / nblk for g, _ in subs)
+    t1, tmax = taps[0], taps[-1]
+    dy_lines = cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
+    w_lines = cdiv(layer.params * eb, LINE)
+    more = tpf * len(subs) * cdiv(layer.c, kernel.tile_n) > per_wave
+    samples = 32
+    reread = 0.0
+    for prev, cur in zip(taps, taps[1:]):
+        miss = 0.0
+        for i in range(samples):
+            k0 = (i + 0.5) * nblk / samples
+            hi = k0 * cur / t1
+            if not more:
+                hi = min(hi, float(nblk))
+            blocks = max(0.0, hi - k0 * prev / tmax)
+            gap = (dy_lines + w_lines) * blocks / nblk
+            miss += l2_miss_prob(gap / cap_lines, float(gpu.l2_ways), f.l2_cliff_spread)
+        reread += uniq_dy * miss / samples
+    return reread
 
 
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
