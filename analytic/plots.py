@@ -243,7 +243,9 @@ def roofline_figure(data: dict, top: int = 8):
                      f"{data['values'][0]} -> {data['values'][-1]})", title_fontsize=8)
     fixed = (f"batch {data['batch'][0]}" if vary == "sms" else f"{data['ceilings'][0]['sms']} SMs")
     values = " -> ".join(str(v) for v in data["values"])
-    fig.suptitle(f"{data['network']} on {data['gpu']} ({fixed}): roofline trajectories as the {long} grows "
+    what = {"train": " training step (fprop + dgrad + wgrad)", "dgrad": " dgrad", "wgrad": " wgrad"}.get(
+        data.get("op", "fprop"), "")
+    fig.suptitle(f"{data['network']}{what} on {data['gpu']} ({fixed}): roofline trajectories as the {long} grows "
                  f"({values})\nnumbers at the points: {long}; arrowheads point towards the largest",
                  fontsize=11)
     return fig
