@@ -40,8 +40,9 @@ def _check_modelled(layer, gpu, kernel):
 def predict_layer(layer, gpu, kernel=None, factors=None) -> dict:
     """Predict every metric of ``simcore.metrics`` (totals and per operand, floats) plus timing keys.
 
-    ``factors``: an `analytic.ReuseFactors`, a path to its JSON file, or None (defaults). The model
-    covers fprop kernels; ``kernel.op`` ``dgrad`` or ``wgrad`` raises ValueError.
+    ``factors``: an `analytic.ReuseFactors`, a path to its JSON file, or None (defaults). Every
+    ``kernel.op`` (fprop, dgrad, wgrad; MODEL.md section 10); strided dgrad with dilation > 1 raises
+    ValueError, as CUTLASS refuses it.
     """
     kernel = KernelConfig() if kernel is None else kernel
     _check_modelled(layer, gpu, kernel)
