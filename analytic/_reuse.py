@@ -169,6 +169,7 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
 
 @njit(cache=True)
 def _ramp(x, lo, hi):
+    """L1 hit probability of a reuse at relative distance x (1 below lo, 0 above hi)."""
     if x <= lo:
         return 1.0
     if x >= hi:
