@@ -225,6 +225,9 @@ def dgrad_subproblems(layer, kernel) -> list:
 def geometry_check(layer, kernel) -> None:
     """ValueError (one line) for an op the model does not cover."""
     op = getattr(kernel, "op", "fprop")
+    if layer.groups != 1:
+        raise ValueError(f"analytic model: layer {layer.name or layer}: grouped convolution "
+                         f"(groups={layer.groups}) is not modelled yet")
     if op in ("fprop", "wgrad", "dgrad"):
         return
     raise ValueError(f"analytic model: op {op!r} is not modelled")

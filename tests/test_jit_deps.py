@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # dependent module -> the files (relative to the repository root) its compiled kernels take code from
 JIT_DEPENDENCIES = {
     "simcore._phases": ["simcore/cache.py"],
-    "traces._generate": ["traces/_steps.py", "traces/_backward.py", "traces/_layout.py"],
+    "traces._generate": ["traces/_steps.py", "traces/_backward.py", "traces/_group_steps.py", "traces/_layout.py"],
+    "traces._group_steps": ["traces/_emit.py", "traces/_layout.py"],
     "traces._steps": ["traces/_emit.py", "traces/_layout.py"],
     "traces._backward": ["traces/_emit.py", "traces/_layout.py"],
     "traces._emit": ["traces/_layout.py"],
