@@ -41,17 +41,21 @@ def dense_equivalent(layer, kernel):
 
 
 def _sectors_per_pixel(lo, hi, pitch, eb, sec):
-    """Sectors covering channels [lo, hi) of a pixel, averaged over the pixels' alignments (pitch bytes)."""
+    """Distinct sectors per pixel that channels [lo, hi) of consecutive pixels (pitch bytes apart) cover:
+    counted cyclically over one period of the pixel alignments (lcm(pitch, sec) bytes), so pixels
+    narrower than a sector share theirs."""
     period = sec // math.gcd(pitch, sec)
-    total = 0
+    nsec = period * pitch // sec
+    mark = [False] * nsec
     for i in range(period):
         base = i * pitch
-        total += (base + hi * eb - 1) // sec - (base + lo * eb) // sec + 1
-    return total / period
+        for x in range((base + lo * eb) // sec, (base + hi * eb - 1) // sec + 1):
+            mark[x % nsec] = True
+    return sum(mark) / period
 
 
-def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> float:
-    """A's L1 misses: per CTA, the distinct sectors it reads (its tile's pixels, `_tile_pixels`, x the
+def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
+    """A's L1 misses (first reads by each CTA, re-reads): per CTA, the distinct sectors it reads (its tile's pixels, `_tile_pixels`, x the
     channel range of its groups, blocks past a group's end included), plus the fraction ``cross_miss`` of
     the re-reads by its later groups (each group's k-steps read their own channel blocks' sectors of the
     same pixels) and the fraction ``intra_miss`` of a group's re-reads of a pixel at its later taps
@@ -69,7 +73,7 @@ def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> float:
         per_pixel += _sectors_per_pixel(first * cg, hi, layer.c * eb, eb, sec)
     per_group = sum(mult * _sectors_per_pixel(start, start + width, layer.c * eb, eb, sec)
                     for start, width, mult in grouped_a_blocks(layer, kernel, gpc).tolist())
-    return pixels * (per_pixel + cross_miss * max(0.0, per_group - per_pixel) + intra_miss * per_group)
+    return pixels * per_pixel, pixels * (cross_miss * max(0.0, per_group - per_pixel) + intra_miss * per_group)
 
 
 def _tile_pixels(layer, kernel, sec):
@@ -126,8 +130,9 @@ def reuse_misses(layer, kernel, gpu, machine) -> tuple:
     resident = max(1.0, min(float(cps), ctas / gpu.sms))      # per busy SM
     reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)
     # lines of a pixel's channel window (tile_k elements) in those sets: it straddles a line boundary
-    # into another set when the pixels reach only some of the sets
+    # into another set when the pixels reach only some of the sets; pixels narrower than a line share it
     per_pixel = 1.0 + (kernel.tile_k - 1) * kernel.elem_bytes / gpu.line_bytes if reach == sets else 1.0
+    per_pixel = min(per_pixel, layer.c * kernel.elem_bytes / gpu.line_bytes)   # narrow pixels share lines
     tile_px = _tile_pixels(layer, kernel, gpu.sector_bytes)[1]
     scale = resident * per_pixel / (ways * reach)
     tm = min(kernel.tile_m, layer.gemm_m)
@@ -157,7 +162,8 @@ def predict_grouped(layer, gpu, kernel, f, machine, predict_gemm) -> dict:
     slice_b = cdiv(min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb, sec)
     miss_b = min(float(ex["sec_B"]), float(ctas * slice_b))
     dram_b = min(miss_b, float(cdiv(layer.params * eb, sec)))
-    miss_a = min(float(ex["sec_A"]), a_misses(layer, kernel, sec, *reuse_misses(layer, kernel, gpu, machine)))
+    first, again = a_misses(layer, kernel, sec, *reuse_misses(layer, kernel, gpu, machine))
+    miss_a = min(float(ex["sec_A"]), first + again)
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     uniq_x = uniq_input(layer.n, layer.c, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw,
                         dh, dw, eb, True, sec)
