@@ -1,18 +1,10 @@
-"""The model of grouped and depthwise fprop (MODEL.md, "Grouped and depthwise layers").
+"""The model of grouped and depthwise fprop (MODEL.md section 6a, "Grouped and depthwise layers").
 
-A grouped layer's CTA columns read disjoint slices of x (kMultipleGroup: column tn reads the channels of
-its GPC groups; kSingleGroup: the K_g / TN columns of a group read its C_g channels), and with swizzle 0
-the grid runs column after column. The layer is modelled as ``copies`` identical dense sub-problems run
-one after another, each on the GEMM engine as if alone:
-
-* A: the dense layer whose CTA columns read the same distinct x data -- C' = min(GPC C_g, C) channels
-  (kMultipleGroup, one column of TN filters) or C_g channels (kSingleGroup, K_g filters) at the same
-  pixels. Its L1 misses (the L2 reads) and DRAM reads stand for the sub-problem's: the grouped k-steps
-  re-read the same sectors for neighbouring groups (depthwise: TK channels for one), R S rounds apart, as
-  the dense layer re-reads them for neighbouring filter positions; those extra reads are L1 hits.
-* B: each CTA reads its own filters' slice (TN filters x R S C_g elements, contiguous) once from L2; its
-  re-reads inside the CTA hit L1. DRAM reads of B: the filter tensor once.
-* L1 requests and sectors: exact (`analytic._counts_grouped`); L1 hits = exact sectors - misses.
+L1 requests and sectors are exact (`analytic._counts_grouped`). A's L1 misses: each CTA's first reads of
+its pixels in its groups' channel range, plus the re-reads (by later taps of a group, by later groups)
+whose window of other lines does not fit the L1 sets they map to (`reuse_misses`, `a_misses`). B: each
+CTA's filter slice once from L2. DRAM reads: x's and w's distinct sectors. The write side comes from the
+dense engine on the layer's dense part (`dense_equivalent`), scaled to the exact store sectors.
 """
 from __future__ import annotations
 
@@ -77,18 +69,22 @@ def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
 
 
 def _tile_pixels(layer, kernel, sec):
-    """(input pixels all M tiles read, counted once per tile; those of one tile): the layer's distinct
-    input pixels spread over the GEMM rows, plus the halo that adjacent tiles both read (the input rows
-    the windows of consecutive output rows share, and the pixels of consecutive output pixels)."""
+    """(input pixels all M tiles read, counted once per tile; those of one tile). A tile of T >= Q outputs
+    reads its share of the layer's distinct input pixels plus the halo adjacent tiles share (the input rows
+    the windows of consecutive output rows share, and the pixels of consecutive output pixels); a tile of
+    T < Q outputs (part of one output row) reads the filter's rows x the columns its outputs reach."""
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
-    M, tm = layer.gemm_m, kernel.tile_m
+    M, tm = layer.gemm_m, min(kernel.tile_m, layer.gemm_m)
     pixels = uniq_input(layer.n, 1, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
                         sec, True, sec)
     tiles_m = cdiv(M, tm)
-    # input rows (and pixels) that the windows of consecutive output rows (pixels) share
-    halo = (max(0, (layer.r - 1) * dh + 1 - sh) * layer.w + max(0, (layer.s - 1) * dw + 1 - sw))
-    total = min(pixels * tiles_m, pixels + (tiles_m - 1) * halo)
-    return total, min(pixels, pixels * min(tm, M) / M + halo)
+    share = pixels * tm / M
+    if tm >= layer.q:
+        tile = share + max(0, (layer.r - 1) * dh + 1 - sh) * layer.w + max(0, (layer.s - 1) * dw + 1 - sw)
+    else:
+        tile = ((layer.r - 1) * dh + 1) * min(layer.w, (tm - 1) * sw + (layer.s - 1) * dw + 1)
+    tile = min(tile, pixels)
+    return min(pixels * tiles_m, pixels + (tiles_m - 1) * max(0.0, tile - share)), tile
 
 
 # The cross-group reuse window against the L1: the re-reads start to miss above THRASH_LO and all miss above
@@ -138,13 +134,15 @@ def reuse_misses(layer, kernel, gpu, machine) -> tuple:
     tm = min(kernel.tile_m, layer.gemm_m)
     rs = layer.r * layer.s
     cross = intra = total = 0.0
+    # a k-step's rows whose tap falls in the padding read nothing
+    valid = l1_counts(layer, kernel)["valid_mrs"] / (layer.gemm_m * rs)
     for htaps, nh in _axis_taps(layer.p, layer.h, sh, ph, dh, layer.r).items():
         for wtaps, nw in _axis_taps(layer.q, layer.w, sw, pw, dw, layer.s).items():
             reads = sorted((r * layer.s + s, dp * layer.q + dq) for r, dp in htaps for s, dq in wtaps)
             for (t0, m0), (t1, m1) in zip(reads, reads[1:]):
-                intra += nh * nw * _thrash(scale * min(tile_px, (t1 - t0) * tm + (m1 - m0)))
+                intra += nh * nw * _thrash(scale * min(tile_px, ((t1 - t0) * tm + (m1 - m0)) * valid))
             (t0, m0), (t1, m1) = reads[-1], reads[0]
-            cross += nh * nw * _thrash(scale * min(tile_px, (rs - t0 + t1) * tm + (m1 - m0)))
+            cross += nh * nw * _thrash(scale * min(tile_px, ((rs - t0 + t1) * tm + (m1 - m0)) * valid))
             total += nh * nw
     return (cross / total, intra / total) if total else (0.0, 0.0)
 
