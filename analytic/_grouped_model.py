@@ -91,7 +91,7 @@ def _tile_pixels(layer, kernel, sec):
 # THRASH_HI (x: co-resident CTAs' tile pixels per line of the L1 sets they reach). Read off the simulated
 # depthwise and ResNeXt layers of mobilenet_v2, efficientnet_b0 and resnext50_32x4d on v100 (MODEL.md,
 # "Grouped and depthwise layers"); not yet a calibrated `ReuseFactors` field.
-THRASH_LO = 0.86
+THRASH_LO = 0.95
 THRASH_HI = 1.5
 
 
