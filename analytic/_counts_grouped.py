@@ -15,13 +15,13 @@ import numpy as np
 from numba import njit
 
 from ._counts import SEC, _blocks
-from ._counts_fprop import _boxes
+from ._counts_fprop import _a_nhwc
 from ._groups import _box_operand
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest of
 # them: updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "0a8e5392658381fa"
+_JIT_DEPS_SHA256 = "418a7c3d42dd6d54"
 
 
 def grouped_a_blocks(layer, kernel, gpc: int) -> np.ndarray:
@@ -47,20 +47,10 @@ def _l1_grouped(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, t
     full_n = K // tile_n                      # CTA columns with every tile row below K
     last = K - full_n * tile_n                # rows of the partial last column (0: none)
     blocks_b = _blocks(CG, tile_k, eb)
-    boxes = _boxes(N, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw)
-    Ceb = C * eb
+    # A: each column's blocks are in blocks_a's multiplicities
+    _a_nhwc(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, blocks_a, 1, tpl_a, res)
     pitch = R * S * CG * eb                   # bytes between filters
     for rs in range(R * S):
-        r = rs // S
-        plo, phi, qlo, qhi, cnt = boxes[rs, 0], boxes[rs, 1], boxes[rs, 2], boxes[rs, 3], boxes[rs, 4]
-        res[5] += cnt
-        base = ((r * dh - ph) * W + ((rs - r * S) * dw - pw)) * Ceb
-        for bi in range(blocks_a.shape[0]):
-            rq, sc = _box_operand(N, P, Q, plo, phi, qlo, qhi, H * W * Ceb, sh * W * Ceb, sw * Ceb,
-                                  base + blocks_a[bi, 0] * eb, blocks_a[bi, 1], eb, tpl_a)
-            res[0] += blocks_a[bi, 2] * rq
-            res[1] += blocks_a[bi, 2] * sc
-            res[4] += blocks_a[bi, 2] * cnt
         for gi in range(gpc):
             lo = gi * KG
             hi = min(lo + KG, tile_n) - 1
