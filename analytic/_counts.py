@@ -1,8 +1,8 @@
 """Exact L1 request and sector counts of DESIGN sections 3 and 3a's kernels (fprop, dgrad, wgrad), in
 closed form (Numba): `l1_counts` / `l1_counts_for`, the primitives they share, and helpers of the model.
 
-The per-op kernels are in `_counts_fprop` (fprop, every op's stores) and `_counts_backward` (dgrad,
-wgrad); requests that are not whole aligned rows (lanes straddling rows, entries with different
+The per-op kernels are in `_counts_fprop` (fprop, every op's stores), `_counts_backward` (dgrad,
+wgrad) and `_counts_grouped` (grouped fprop); requests that are not whole aligned rows (lanes straddling rows, entries with different
 validity boxes, overlapping rows) are counted by `_groups.group_counts`. The central routine here
  is `_rows`: a set of "rows" (GEMM rows m = n*P*Q + p*Q + q, or filters k, ...)
 forming a box n in [0, N), p in [plo, phi], q in [qlo, qhi]; rows are grouped into warp requests by

@@ -18,7 +18,7 @@ from ._counts import _range_1d
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "1ee028ac19d225de"
+_JIT_DEPS_SHA256 = "9bb2e57dbb077edf"
 
 __all__ = ["pixel_reuse"]
 

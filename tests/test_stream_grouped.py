@@ -174,7 +174,7 @@ def grouped_case(draw):
         groups = min(groups, 3)
     cg = v * draw(st.integers(1, max(1, 10 // v)))
     if v == 1 and draw(st.booleans()):
-        cg, kg = 1, draw(st.sampled_from([1, 2]))                    # depthwise (x channel multiplier)
+        cg, kg = 1, draw(st.sampled_from([m for m in (1, 2) if kernel.tile_n % m == 0]))   # depthwise
     r, s = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     pad = draw(st.integers(0, 1))
     h = draw(st.integers(max(1, r - 2 * pad), 6))
