@@ -9,6 +9,7 @@ dense engine on the layer's dense part (`dense_equivalent`), scaled to the exact
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from simcore import metrics as Mx
@@ -95,6 +96,7 @@ THRASH_LO = 0.95
 THRASH_HI = 1.5
 
 
+@functools.lru_cache(maxsize=1024)
 def _axis_taps(out_size, in_size, stride, pad, dil, taps):
     """{((tap, output index - the first tap's), ...): input coordinates}: the taps that read each input
     coordinate along one axis (ascending), with their outputs relative to the first tap's."""
@@ -112,7 +114,7 @@ def _thrash(x) -> float:
     return min(1.0, max(0.0, (x - THRASH_LO) / (THRASH_HI - THRASH_LO)))
 
 
-def reuse_misses(layer, kernel, gpu, machine) -> tuple:
+def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     """(fraction of the re-reads by a CTA's next group that miss L1, re-reads inside a group that miss per
     pixel and group). A pixel is read by its taps in filter-position order; between two reads, d filter
     positions apart, by outputs dm GEMM rows apart, each co-resident CTA (cps, or fewer when the grid is
@@ -135,7 +137,7 @@ def reuse_misses(layer, kernel, gpu, machine) -> tuple:
     rs = layer.r * layer.s
     cross = intra = total = 0.0
     # a k-step's rows whose tap falls in the padding read nothing
-    valid = l1_counts(layer, kernel)["valid_mrs"] / (layer.gemm_m * rs)
+    valid = valid_mrs / (layer.gemm_m * rs)
     for htaps, nh in _axis_taps(layer.p, layer.h, sh, ph, dh, layer.r).items():
         for wtaps, nw in _axis_taps(layer.q, layer.w, sw, pw, dw, layer.s).items():
             reads = sorted((r * layer.s + s, dp * layer.q + dq) for r, dp in htaps for s, dq in wtaps)
@@ -160,7 +162,7 @@ def predict_grouped(layer, gpu, kernel, f, machine, predict_gemm) -> dict:
     slice_b = cdiv(min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb, sec)
     miss_b = min(float(ex["sec_B"]), float(ctas * slice_b))
     dram_b = min(miss_b, float(cdiv(layer.params * eb, sec)))
-    first, again = a_misses(layer, kernel, sec, *reuse_misses(layer, kernel, gpu, machine))
+    first, again = a_misses(layer, kernel, sec, *reuse_misses(layer, kernel, gpu, machine, ex["valid_mrs"]))
     miss_a = min(float(ex["sec_A"]), first + again)
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     uniq_x = uniq_input(layer.n, layer.c, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw,
