@@ -1,8 +1,8 @@
 """Exact L1 request and sector counts of DESIGN sections 3 and 3a's kernels (fprop, dgrad, wgrad), in
 closed form (Numba): `l1_counts` / `l1_counts_for`, the primitives they share, and helpers of the model.
 
-The per-op kernels are in `_counts_fprop` (fprop, every op's stores) and `_counts_backward` (dgrad,
-wgrad); requests that are not whole aligned rows (lanes straddling rows, entries with different
+The per-op kernels are in `_counts_fprop` (fprop, every op's stores), `_counts_backward` (dgrad,
+wgrad) and `_counts_grouped` (grouped fprop); requests that are not whole aligned rows (lanes straddling rows, entries with different
 validity boxes, overlapping rows) are counted by `_groups.group_counts`. The central routine here
  is `_rows`: a set of "rows" (GEMM rows m = n*P*Q + p*Q + q, or filters k, ...)
 forming a box n in [0, N), p in [plo, phi], q in [qlo, qhi]; rows are grouped into warp requests by
@@ -174,7 +174,10 @@ def _blocks(extent, tile, eb):
 def l1_counts(layer, kernel) -> dict:
     """Exact L1 load requests/sectors (A, B) and store requests/sectors (C) of one layer, for
     ``kernel.op`` fprop, dgrad or wgrad (arguments already validated: see `l1_counts_for`)."""
-    if kernel.op == "fprop":                    # (imported here: these modules import this one)
+    if layer.groups > 1:                        # (imported here: these modules import this one)
+        from ._counts_grouped import grouped_counts
+        return grouped_counts(layer, kernel)
+    if kernel.op == "fprop":
         from ._counts_fprop import fprop_counts
         return fprop_counts(layer, kernel)
     from ._counts_backward import backward_counts
@@ -202,15 +205,12 @@ def l1_counts_for(layer, kernel) -> dict:
     TypeError
         ``layer`` is not a ConvLayer or ``kernel`` not a KernelConfig.
     ValueError
-        A grouped layer, or one the kernel cannot run (`KernelConfig.check_layer`).
+        A layer the kernel cannot run (`KernelConfig.check_layer`; grouped layers: `traces.grouped`).
     """
     if not isinstance(layer, ConvLayer):
         raise TypeError(f"layer must be a traces.ConvLayer, got {type(layer).__name__}")
     if not isinstance(kernel, KernelConfig):
         raise TypeError(f"kernel must be a traces.KernelConfig, got {type(kernel).__name__}")
-    if layer.groups != 1:
-        raise ValueError(f"layer {layer.name or layer}: grouped convolution (groups={layer.groups}) is not "
-                         f"supported by the kernels yet")
     kernel.check_layer(layer)
     return l1_counts(layer, kernel)
 

@@ -22,7 +22,7 @@ from ._groups import E_COLS, _blocked_rows, _box_operand, group_counts, kernel_t
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _groups.py. tests/test_jit_deps.py checks this digest of them: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "a3b62dbfca46ab3c"
+_JIT_DEPS_SHA256 = "7c2e2f45c18a09b3"
 
 
 @njit(cache=True)
@@ -44,13 +44,10 @@ def _boxes(N, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw):
 
 
 @njit(cache=True)
-def _l1_nhwc(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile_n, tile_k,
-             tpl_a, tpl_b):
-    """nhwc: [reqA, secA, reqB, secB, valid A element-rows, valid (m, r, s) count]."""
-    res = np.zeros(6, np.int64)
-    tiles_m = (N * P * Q + tile_m - 1) // tile_m
-    tiles_n = (K + tile_n - 1) // tile_n
-    blocks = _blocks(C, tile_k, eb)
+def _a_nhwc(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, blocks, scale, tpl_a, res):
+    """nhwc A over every filter position's box of rows and every reduction block class of ``blocks``
+    (multiplicity times ``scale``): adds requests and sectors to res[0], res[1], valid element-rows
+    (unscaled) to res[4] and valid (m, r, s) to res[5]."""
     boxes = _boxes(N, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw)
     Ceb = C * eb
     for rs in range(R * S):
@@ -59,12 +56,25 @@ def _l1_nhwc(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile
         res[5] += cnt
         base = ((r * dh - ph) * W + ((rs - r * S) * dw - pw)) * Ceb
         for bi in range(blocks.shape[0]):
-            # A: rows m of the box of (r, s)
             rq, sc = _box_operand(N, P, Q, plo, phi, qlo, qhi, H * W * Ceb, sh * W * Ceb, sw * Ceb,
                                   base + blocks[bi, 0] * eb, blocks[bi, 1], eb, tpl_a)
-            res[0] += blocks[bi, 2] * rq * tiles_n
-            res[1] += blocks[bi, 2] * sc * tiles_n
+            res[0] += blocks[bi, 2] * rq * scale
+            res[1] += blocks[bi, 2] * sc * scale
             res[4] += blocks[bi, 2] * cnt
+
+
+@njit(cache=True)
+def _l1_nhwc(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile_n, tile_k,
+             tpl_a, tpl_b):
+    """nhwc: [reqA, secA, reqB, secB, valid A element-rows, valid (m, r, s) count]."""
+    res = np.zeros(6, np.int64)
+    tiles_m = (N * P * Q + tile_m - 1) // tile_m
+    tiles_n = (K + tile_n - 1) // tile_n
+    blocks = _blocks(C, tile_k, eb)
+    # A: rows m of each filter position's box, once per column tile
+    _a_nhwc(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, blocks, tiles_n, tpl_a, res)
+    Ceb = C * eb
+    for rs in range(R * S):
         # B: rows = filters k
         rq, sc = _blocked_rows(K, R * S * Ceb, rs * Ceb, blocks, eb, tpl_b)
         res[2] += rq * tiles_m

@@ -265,5 +265,9 @@ def grid(layer, kernel) -> tuple:
             rows += _cdiv(N * _cdiv(H - start_h, sh) * _cdiv(W - start_w, sw), tm)
             ksteps = max(ksteps, taps * _cdiv(K, tk))
         return max(rows * _cdiv(C, tn), 1), ksteps, flops
-    ksteps = _cdiv(layer.gemm_k, tk) if kernel.layout == "nchw" else R * S * _cdiv(C, tk)
+    if layer.groups > 1:                     # grouped (traces/KERNELS.md): the CTA's groups one after another
+        from traces.grouped import groups_per_cta
+        ksteps = groups_per_cta(layer, kernel) * R * S * _cdiv(layer.c_per_group, tk)
+    else:
+        ksteps = _cdiv(layer.gemm_k, tk) if kernel.layout == "nchw" else R * S * _cdiv(C, tk)
     return _cdiv(layer.gemm_m, tm) * _cdiv(K, tn), ksteps, flops

@@ -19,7 +19,7 @@ from ._reuse import _ramp
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py and _reuse.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "f7545fee89eea89d"
+_JIT_DEPS_SHA256 = "5d9ab172e22d9a54"
 
 __all__ = ["pixel_reuse"]
 

@@ -65,7 +65,11 @@ def predict_network(layers, gpu, kernel=None, factors=None) -> list:
 
 
 def _predict(layer, gpu, kernel, f, machine):
-    """One layer: wgrad's own driver, or the op's `Geometry` and the GEMM engine."""
+    """One layer: wgrad's own driver, grouped fprop's dense sub-problems, or the op's `Geometry` and the GEMM
+    engine."""
+    if layer.groups > 1:
+        from ._grouped_model import predict_grouped
+        return predict_grouped(layer, gpu, kernel, f, machine, _predict_gemm)
     if kernel.op == "wgrad":
         from ._geometry import l1_counts
         return predict_wgrad(layer, gpu, kernel, f, machine, l1_counts(layer, kernel))

@@ -38,7 +38,7 @@ def naive_dims(layer):
 def naive_tensor_bases(layer, kernel):
     eb = kernel.elem_bytes
     x_bytes = layer.n * layer.c * layer.h * layer.w * eb
-    w_bytes = layer.k * layer.c * layer.r * layer.s * eb
+    w_bytes = layer.k * (layer.c // layer.groups) * layer.r * layer.s * eb
     w_base = _ceil_div(x_bytes, 256) * 256
     y_base = _ceil_div(w_base + w_bytes, 256) * 256
     return 0, w_base, y_base
@@ -176,7 +176,9 @@ def naive_stream(layer, gpu, kernel, elements=False):
         return naive_backward_stream(layer, gpu, kernel, elements)
     N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q = naive_dims(layer)
     M = N * P * Q
-    GK = C * R * S
+    G = layer.groups
+    CG, KG = C // G, K // G             # channels and filters per group
+    GK = CG * R * S
     eb = kernel.elem_bytes
     V = kernel.vector
     nchw = kernel.layout == "nchw"
@@ -197,9 +199,10 @@ def naive_stream(layer, gpu, kernel, elements=False):
         return x_base + (((n * H + h) * W + w) * C + c) * eb
 
     def w_addr(k, c, r, s):
+        """c: the channel inside k's group (filters hold C / groups channels)."""
         if nchw:
-            return w_base + (((k * C + c) * R + r) * S + s) * eb
-        return w_base + (((k * R + r) * S + s) * C + c) * eb
+            return w_base + (((k * CG + c) * R + r) * S + s) * eb
+        return w_base + (((k * R + r) * S + s) * CG + c) * eb
 
     def y_addr(m, k):
         n = m // (P * Q)
@@ -223,7 +226,8 @@ def naive_stream(layer, gpu, kernel, elements=False):
         return x_addr(n, c, h, w), ("A", m, c, r, s)
 
     def b_element(k, c, r, s):
-        if k >= K or c >= C:
+        """c: the channel inside k's group."""
+        if k >= K or c >= CG:
             return None
         return w_addr(k, c, r, s), ("B", k, c, r, s)
 
@@ -233,20 +237,26 @@ def naive_stream(layer, gpu, kernel, elements=False):
         s = gk % S
         return c, r, s
 
+    # grouped (KERNELS.md): CUTLASS kSingleGroup when K/G is a multiple of tile_n, else kMultipleGroup with
+    # tile_n / (K/G) groups per CTA
+    groups_per_cta = 1 if G == 1 or KG % tile_n == 0 else tile_n // KG
+    assert G == 1 or KG % tile_n == 0 or tile_n % KG == 0
     if nchw:
         ksteps = _ceil_div(GK, tile_k)
     else:
-        ksteps = R * S * _ceil_div(C, tile_k)
+        ksteps = groups_per_cta * R * S * _ceil_div(CG, tile_k)
 
     def kstep_position(ks):
-        """nhwc: (c0, r, s) of k-step ks, following the loop order c0 outer, then r, then s."""
+        """nhwc: (gi, c0, r, s) of k-step ks, following the loop order: the CTA's gi-th group, channel
+        block c0 inside the group, then r, then s."""
         i = 0
-        for c0 in range(0, C, tile_k):
-            for r in range(R):
-                for s in range(S):
-                    if i == ks:
-                        return c0, r, s
-                    i += 1
+        for gi in range(groups_per_cta):
+            for c0 in range(0, CG, tile_k):
+                for r in range(R):
+                    for s in range(S):
+                        if i == ks:
+                            return gi, c0, r, s
+                        i += 1
         raise AssertionError
 
     def loads_of(cta_m, cta_n, ks):
@@ -261,12 +271,15 @@ def naive_stream(layer, gpu, kernel, elements=False):
                 gk = gk0 + cont
                 return None if gk >= GK else b_element(cta_n * tile_n + strd, *gk_split(gk))
         else:
-            c0, r, s = kstep_position(ks)
+            gi, c0, r, s = kstep_position(ks)
+            group = cta_n * tile_n // KG + gi      # the k-step's group; A's channels from its first
 
             def elem_a(cont, strd):
-                return a_element(cta_m * tile_m + strd, c0 + cont, r, s)
+                return a_element(cta_m * tile_m + strd, group * CG + c0 + cont, r, s)
 
             def elem_b(cont, strd):
+                if strd // KG != gi and G > 1:     # a filter row of another group of the CTA
+                    return None
                 return b_element(cta_n * tile_n + strd, c0 + cont, r, s)
         return ([(0, req) for req in operand_requests(map_a, threads, V, elem_a, sector, eb)]
                 + [(1, req) for req in operand_requests(map_b, threads, V, elem_b, sector, eb)])

@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # dependent module -> the files (relative to the repository root) its compiled kernels take code from
 JIT_DEPENDENCIES = {
     "simcore._phases": ["simcore/cache.py"],
-    "traces._generate": ["traces/_steps.py", "traces/_backward.py", "traces/_layout.py"],
+    "traces._generate": ["traces/_steps.py", "traces/_backward.py", "traces/_group_steps.py", "traces/_layout.py"],
+    "traces._group_steps": ["traces/_emit.py", "traces/_layout.py"],
     "traces._steps": ["traces/_emit.py", "traces/_layout.py"],
     "traces._backward": ["traces/_emit.py", "traces/_layout.py"],
     "traces._emit": ["traces/_layout.py"],
@@ -23,6 +24,7 @@ JIT_DEPENDENCIES = {
     "analytic._counts_fprop": ["analytic/_counts.py", "analytic/_groups.py"],
     "analytic._counts_backward": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py"],
     "analytic._wgrad": ["analytic/_counts.py", "analytic/_reuse.py"],
+    "analytic._counts_grouped": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)
 CONSTANT_MODULES = {"traces/_layout.py"}

@@ -140,9 +140,14 @@ def test_analytic_clis_on_an_onnx_export(tmp_path, capsys):
     assert [r["layer"] for r in json.loads(js2.read_text())["base"]][:2] == ["features.0", "features.2"]
 
 
-def test_grouped_layers_are_refused_clearly(tmp_path, capsys):
+def test_grouped_layers_run_and_bad_kernels_are_refused_clearly(tmp_path, capsys):
     from analytic import roofline
     out = tmp_path / "r.json"
-    assert roofline.main([str(DATA / "mobilenet_v2.onnx"), "--json", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "grouped convolution (groups=32)" in err[0] and not out.exists()
+    assert roofline.main([str(DATA / "mobilenet_v2.onnx"), "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 52 and any(row["layer"] == "features.1.conv.0.0" for row in rows)    # depthwise
+    bad = tmp_path / "bad.json"
+    for argv in (["--op", "dgrad"], ["--layout", "nchw"]):
+        assert roofline.main([str(DATA / "mobilenet_v2.onnx"), "--json", str(bad), *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "groups=32" in err[0] and not bad.exists()

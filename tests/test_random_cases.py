@@ -84,6 +84,8 @@ def test_cases_cover_the_ops_independently_of_the_rest(monkeypatch):
     import dataclasses
 
     from validation import random_cases as rc
+    # (grouping is drawn after the op, for fprop only: test_grouped_cases_join_without_changing_the_others)
+    monkeypatch.setattr(rc, "_draw_groups", lambda seed, index, layer, kernel, cap: layer)
     cases = random_cases(120, 5)
     ops = [case.kernel.op for case in cases]
     assert all(ops.count(op) >= 15 for op in ("fprop", "dgrad", "wgrad"))
@@ -98,3 +100,30 @@ def test_cases_cover_the_ops_independently_of_the_rest(monkeypatch):
         assert dataclasses.replace(case.kernel, op="fprop") == other.kernel
         assert case.gpu == other.gpu
         assert case.layer.with_batch(1) == other.layer.with_batch(1)
+
+
+def test_grouped_cases_join_without_changing_the_others(monkeypatch):
+    import dataclasses
+
+    from validation import random_cases as rc
+    cases = random_cases(120, 4)
+    grouped = [case for case in cases if case.layer.groups > 1]
+    assert len(grouped) >= 5
+    assert any(c.layer.groups == c.layer.c == c.layer.k for c in grouped)          # depthwise
+    assert any(1 < c.layer.groups < c.layer.c for c in grouped)                     # grouped
+    for case in grouped:
+        assert case.kernel.op == "fprop" and case.kernel.layout == "nhwc"
+        assert case.layer.name.endswith(f"_g{case.layer.groups}")
+        case.kernel.check_layer(case.layer)                                          # a valid group mode
+        assert simulated_sectors(case.layer, case.kernel) <= 400_000_000
+    # the grouping is drawn from a generator of its own: without it, every case is the same, and the
+    # grouped ones are their dense layer
+    monkeypatch.setattr(rc, "_draw_groups", lambda seed, index, layer, kernel, cap: layer)
+    plain = random_cases(120, 4)
+    for case, other in zip(cases, plain):
+        assert case.kernel == other.kernel and case.gpu == other.gpu
+        if case.layer.groups == 1:
+            assert case.layer == other.layer
+        else:
+            assert dataclasses.replace(case.layer, k=other.layer.k, groups=1, n=other.layer.n,
+                                       name=other.layer.name) == other.layer

@@ -10,7 +10,7 @@ from ._layout import _U
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _layout.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "424ae510fe3ef6e5"
+_JIT_DEPS_SHA256 = "f92200a648003810"
 
 
 @numba.njit(cache=True, inline="always")

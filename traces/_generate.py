@@ -18,14 +18,15 @@ from ._backward import _dgrad_filters, _dgrad_position, _start_dgrad, _start_wgr
 from ._layout import (
     _U, _C, _H, _W, _K, _R, _S, _DH, _DW, _P, _Q, _TM, _TN, _TK, _NCHW, _EB, _SMS, _SLOTS, _SSH, _STEP_REQ,
     _STEP_SEC, _UNI, _RPW, _ALN, _OP, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF, _F_SKIP, _F_KSTEPS,
-    _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE)
+    _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE, _GPC)
+from ._group_steps import _step_group
 from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
-# code and constants from _steps.py, _backward.py and _layout.py. tests/test_jit_deps.py checks this
+# code and constants from _steps.py, _backward.py, _group_steps.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "6a2ac24f20f7b9b6"
+_JIT_DEPS_SHA256 = "bd521b364ce963b5"
 
 
 @numba.njit(cache=True)
@@ -98,7 +99,7 @@ def _generate(prm, maps, sched, rows, scratch, out):
     IC = prm[_K] if prm[_OP] == _DGRAD else C
     SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; TM = prm[_TM]; TN = prm[_TN]; TK = prm[_TK]; EB = prm[_EB]
     SSH = prm[_SSH]; NCHW = prm[_NCHW]; UNI = prm[_UNI]; ALN = prm[_ALN]; OP = prm[_OP]
-    RPW = prm[_RPW]; STEP_REQ = prm[_STEP_REQ]; STEP_SEC = prm[_STEP_SEC]
+    RPW = prm[_RPW]; STEP_REQ = prm[_STEP_REQ]; STEP_SEC = prm[_STEP_SEC]; GPC = prm[_GPC]
     state, slot_cta, slot_tm, slot_tn, slot_step, slot_ksteps, slot_fpos = sched
     seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start, thr_a = maps[:7]
     fpos, store_order = maps[9], maps[10]
@@ -169,6 +170,9 @@ def _generate(prm, maps, sched, rows, scratch, out):
                     q1, nreq, nsec = _step_wgrad(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_start, rows[8],
                                                  rows[9], sa_lo, sa_hi, kt_off, kt_rh, kt_sw, scratch[8], idx, ks,
                                                  slot_tm[idx] * TM, o_first, o_count, o_sec, nreq, nsec)
+                elif GPC > 0:                       # grouped fprop (traces._group_steps)
+                    q1, nreq, nsec = _step_group(prm, maps, rows, scratch, idx, ks, slot_tn[idx], o_first, o_count,
+                                                 o_sec, nreq, nsec)
                 elif not ALN:
                     if UNI:
                         q1, nreq, nsec = _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_rows, idx, ks, o_first,

@@ -13,7 +13,10 @@ _U = np.uint64          # index casts: unsigned indices skip Numba's negative-in
  _TCA, _TSA, _IA, _TCB, _TSB, _IB,
  _SMS, _SLOTS, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _KSTEPS, _KBLK,
  _XB, _WB, _YB, _SSH, _STEP_REQ, _STEP_SEC, _UNI, _RPW, _ALN,
- _OP, _GN, _TMPF, _NPQ, _NPARAMS) = range(52)
+ _OP, _GN, _TMPF, _NPQ,
+ _GPC, _CG, _KG, _NPARAMS) = range(55)
+# _GPC: groups a CTA walks through (grouped fprop, `traces.grouped`; 0: not grouped), _CG / _KG: channels /
+# filters per group
 
 # ops (_OP): the pass, as `KernelConfig.OPS` orders them
 _FPROP, _DGRAD, _WGRAD = range(3)

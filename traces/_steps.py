@@ -14,7 +14,7 @@ from ._layout import (
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
 # updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "7e6acea13e94b057"
+_JIT_DEPS_SHA256 = "95172729536fd930"
 
 
 # ---- compiled kernel ----------------------------------------------------------------------------
@@ -40,7 +40,7 @@ def _start_fprop(prm, maps, rows, idx, tm, tn):
     perm_a, perm_b = maps[7], maps[8]
     row_hb, row_wb, row_base, row_y, row_b, b_rows, b_reqs, b_num = rows[:8]
     PQ = P * Q
-    kstride = (GK if NCHW else R * S * C) * EB
+    kstride = GK * EB                           # filter pitch: (C / groups) R S elements, both layouts
     for p in range(TN):
         k = tn * TN + perm_b[p]
         row_b[idx, p] = prm[_WB] + k * kstride if k < K else -1

@@ -11,6 +11,8 @@ import dataclasses
 import numbers
 from typing import NamedTuple
 
+from .grouped import check_grouped
+
 LAYOUTS = ("nhwc", "nchw")
 OPS = ("fprop", "dgrad", "wgrad")
 DTYPE_BYTES = {"fp32": 4, "fp16": 2}
@@ -172,7 +174,9 @@ class KernelConfig:
 
     def check_layer(self, layer) -> None:
         """Raise ValueError if ``layer`` cannot run with this kernel: a contiguous extent (C for x and w;
-        K for dy in dgrad and wgrad) not a multiple of ``vector``, or a strided dgrad with dilation."""
+        K for dy in dgrad and wgrad) not a multiple of ``vector``, a strided dgrad with dilation, or a grouped
+        layer the kernel cannot run (`traces.grouped.check_grouped`)."""
+        check_grouped(layer, self)
         name = layer.name or layer
         if self.layout == "nhwc" and layer.c % self.vector:
             raise ValueError(f"layer {name}: C={layer.c} is not a multiple of "

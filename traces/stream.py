@@ -53,8 +53,9 @@ from ._layout import (
     _N, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _M, _GK, _TM, _TN, _TK, _THREADS,
     _NCHW, _EB, _V, _TCA, _TSA, _IA, _TCB, _TSB, _IB, _SMS, _SLOTS, _TILES_M, _TILES_N, _SWZ, _NBLOCKS,
     _KSTEPS, _KBLK, _XB, _WB, _YB, _SSH, _STEP_REQ, _STEP_SEC, _UNI, _RPW, _ALN, _OP, _GN, _TMPF, _NPQ,
-    _NPARAMS, _ST_DONE, _F_SKIP, _F_NR, _F_NS, _F_PP, _F_QQ, _F_KSTEPS, _F_COLS)
+    _GPC, _CG, _KG, _NPARAMS, _ST_DONE, _F_SKIP, _F_NR, _F_NS, _F_PP, _F_QQ, _F_KSTEPS, _F_COLS)
 from .epilogue import store_row_order
+from .grouped import groups_per_cta
 from .kernel import OPS, KernelConfig
 from .layer import ConvLayer
 
@@ -155,9 +156,6 @@ def check_instances(layer, gpu, kernel) -> None:
 def check_types(layer, gpu, kernel) -> None:
     """Type checks shared by the simulator and the analytic model, plus kernel.check_layer(layer)."""
     check_instances(layer, gpu, kernel)
-    if layer.groups != 1:
-        raise ValueError(f"layer {layer.name or layer}: grouped convolution (groups={layer.groups}) is not "
-                         f"supported by the kernels yet")
     kernel.check_layer(layer)
 
 
@@ -202,13 +200,17 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
     ta, tb = kernel.thread_map_a, kernel.thread_map_b
     eb, v = kernel.elem_bytes, kernel.vector
     gemm_m, gemm_n, gemm_k = kernel.gemm_shape(layer)
+    gpc = groups_per_cta(layer, kernel) if layer.groups > 1 else 0     # 0: not grouped
     if nchw:
         kblk = -(-layer.gemm_k // kernel.tile_k)
         ksteps = kblk
     elif op == "wgrad":
         kblk = ksteps = -(-gemm_k // kernel.tile_k)
-    else:                                   # fprop: channel blocks of C; dgrad: filter blocks of K
-        kblk = -(-(layer.c if op == "fprop" else layer.k) // kernel.tile_k)
+    elif op == "fprop":                     # channel blocks of C (grouped: of each of the CTA's groups)
+        kblk = -(-layer.c_per_group // kernel.tile_k) * max(gpc, 1)
+        ksteps = kblk * layer.r * layer.s
+    else:                                   # dgrad: filter blocks of K
+        kblk = -(-layer.k // kernel.tile_k)
         ksteps = kblk * layer.r * layer.s
     fpos, per_filter = _filter_positions(layer, kernel, ksteps)
     tiles_m = per_filter * len(fpos)
@@ -230,7 +232,8 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
     x_base, w_base, y_base = tensor_bases(layer, kernel)
     # fprop and dgrad nhwc with t_c dividing 32: every segment of A is one whole tile row, a warp's
     # segments are `rpw` consecutive rows, all with the k-step's channel range (fprop: B too)
-    uni = not nchw and op != "wgrad" and 32 % ta.t_c == 0
+    # (grouped layers take the segment path of `traces._group_steps`)
+    uni = not nchw and op != "wgrad" and 32 % ta.t_c == 0 and not gpc
     # ... and every A row address a multiple of the sector (fprop: B's too): a k-step's rows all span the
     # same number of sectors, starting at the row address plus the same offset
     if op == "fprop":
@@ -250,6 +253,7 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
         _SSH: sb.bit_length() - 1, _STEP_REQ: step_req, _STEP_SEC: step_sec,
         _UNI: int(uni), _RPW: 32 // ta.t_c if uni else 0, _ALN: int(aln),
         _OP: OPS.index(op), _GN: gemm_n, _TMPF: per_filter, _NPQ: layer.gemm_m,
+        _GPC: gpc, _CG: layer.c_per_group, _KG: layer.k_per_group,
     }
     for key, value in vals.items():
         params[key] = value

@@ -34,6 +34,14 @@ own (``PCG64([seed, i, 1])``), so the layer, GPU and kernel of a case do not dep
 pass the kernel cannot run on the layer (its vector does not divide K) stays fprop. nchw kernels are
 fprop (DESIGN section 3a defines the backward passes for nhwc).
 
+Groups: an fprop nhwc case becomes grouped with probability 0.25, drawn after everything else from a
+generator of its own (``PCG64([seed, i, 2])``), so every other case is unchanged and a grouped case keeps
+its family, GPU and kernel: depthwise (0.5; K = C = groups, needs vector 1) or grouped (groups drawn
+uniformly from those in {2, 4, 8, 16, 32, 64} that divide C and K, give C/groups a multiple of the vector
+and K/groups a multiple or a divisor of tile_n, traces/KERNELS.md's group-mode rule). A case where no
+such grouping exists, or whose grouped simulation exceeds the cap even at batch 1, stays dense; the cap
+halves the batch of a grouped case like any other. Its layer name ends in ``_g<groups>``.
+
 GPU: one of the stock GPUs (titanxp, p100, v100, a100, h100, h200), then, each with probability
 0.35, a hypothetical change through ``simcore.replace_gpu`` (geometry kept consistent): L2 capacity
 x {0.25, 0.5, 0.75, 1.5, 2, 3, 4}; SMs x {0.5, 0.75, 1.25, 1.5, 2}; L2 slices x {0.5, 2}; unified
@@ -81,7 +89,7 @@ class RandomCase(NamedTuple):
     def describe(self) -> str:
         l, k = self.layer, self.kernel
         geo = (f"n{l.n} c{l.c} {l.h}x{l.w} k{l.k} {l.r}x{l.s} s{l.stride[0]}x{l.stride[1]} "
-               f"p{l.pad[0]}x{l.pad[1]} d{l.dilation[0]}x{l.dilation[1]}")
+               f"p{l.pad[0]}x{l.pad[1]} d{l.dilation[0]}x{l.dilation[1]}" + (f" g{l.groups}" if l.groups > 1 else ""))
         ker = (f"{k.op} {k.tile_m}x{k.tile_n}x{k.tile_k} t{k.threads} {k.layout} {k.dtype} v{k.vector} "
                f"swz{k.swizzle_log}" + (f" cta{k.ctas_per_sm}" if k.ctas_per_sm else ""))
         gpu = self.gpu.name + (f" ({self.gpu_change})" if self.gpu_change else "")
@@ -202,6 +210,31 @@ def _draw_op(seed, index, layer, kernel):
     return backward
 
 
+def _draw_groups(seed, index, layer, kernel, max_sectors):
+    """The case's layer, grouped or depthwise with probability 0.25 (module docstring), else unchanged."""
+    if kernel.op != "fprop" or kernel.layout != "nhwc":
+        return layer
+    rng = np.random.Generator(np.random.PCG64([int(seed), int(index), 2]))
+    if rng.random() >= 0.25:
+        return layer
+    if rng.random() < 0.5:
+        if kernel.vector != 1:
+            return layer
+        grouped = dataclasses.replace(layer, k=layer.c, groups=layer.c)
+    else:
+        options = [g for g in (2, 4, 8, 16, 32, 64) if layer.c % g == 0 and layer.k % g == 0
+                   and (layer.c // g) % kernel.vector == 0
+                   and ((layer.k // g) % kernel.tile_n == 0 or kernel.tile_n % (layer.k // g) == 0)]
+        if not options:
+            return layer
+        grouped = dataclasses.replace(layer, groups=int(options[int(rng.integers(len(options)))]))
+    grouped = dataclasses.replace(grouped, name=f"{layer.name}_g{grouped.groups}")
+    kernel.check_layer(grouped)
+    while simulated_sectors(grouped, kernel) > max_sectors and grouped.n > 1:
+        grouped = grouped.with_batch(grouped.n // 2)
+    return grouped if simulated_sectors(grouped, kernel) <= max_sectors else layer
+
+
 def simulated_sectors(layer, kernel) -> int:
     """L1 load + store sectors the simulation of ``layer`` looks up (exact, closed form)."""
     from analytic._counts import l1_counts
@@ -228,6 +261,7 @@ def random_case(seed: int, index: int, max_sectors: int = DEFAULT_MAX_SECTORS) -
             layer = layer.with_batch(layer.n // 2)
         if simulated_sectors(layer, kernel) > max_sectors:
             continue
+        layer = _draw_groups(seed, index, layer, kernel, max_sectors)
         return RandomCase(int(seed), int(index), layer, gpu, kernel, change)
     raise RuntimeError(f"random_case: no valid case in {_ATTEMPTS} draws (seed {seed}, index {index})")
 

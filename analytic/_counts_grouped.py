@@ -1,0 +1,97 @@
+"""Exact L1 load counts of grouped fprop (nhwc; traces/KERNELS.md, "Grouped and depthwise fprop"), in closed
+form: the dense method of `_counts_fprop._l1_nhwc` with the channel blocks of every CTA column.
+
+A: CTA column tn walks its groups g = tn TN / K_g + gi (gi < GPC), each in channel blocks [g C_g + c0,
++ TK) clipped to C; a block's requests and sectors over the rows of a filter position's box depend on its
+first byte only modulo 32 and on its width, so the blocks of all columns are gathered into classes
+(first byte mod 32, width) with their multiplicity (`grouped_a_blocks`) -- a loop over the columns' blocks,
+not over N, P or Q. B: in k-step (gi, c0, r, s) of column tn the tile rows gi K_g .. gi K_g + K_g - 1 (every
+row under kSingleGroup) read local channels [c0, c0 + TK) below C_g of filters C_g R S elements apart; the
+columns are the "images" of one `_box_operand` call per class of groups (`_l1_grouped`).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import njit
+
+from ._counts import SEC, _blocks
+from ._counts_fprop import _a_nhwc
+from ._groups import _box_operand
+
+# Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
+# code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest of
+# them: updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
+_JIT_DEPS_SHA256 = "ed18f50e92351c63"
+
+
+@functools.lru_cache(maxsize=256)
+def grouped_a_blocks(layer, kernel, gpc: int) -> np.ndarray:
+    """A's channel blocks over every CTA column: rows (first channel, width, multiplicity), one per class
+    of (first byte mod 32, width); read-only (cached)."""
+    cg, kg, tk, eb = layer.c_per_group, layer.k_per_group, kernel.tile_k, kernel.elem_bytes
+    tiles_n = -(-layer.k // kernel.tile_n)
+    groups = (np.arange(tiles_n)[:, None] * kernel.tile_n // kg + np.arange(gpc)[None, :]).ravel()
+    starts = (groups[:, None] * cg + np.arange(0, cg, tk)[None, :]).ravel()
+    starts = starts[starts < layer.c]
+    widths = np.minimum(tk, layer.c - starts)
+    keys = (starts * eb % SEC) * (tk + 1) + widths
+    _, first, mult = np.unique(keys, return_index=True, return_counts=True)
+    out = np.stack([starts[first], widths[first], mult], axis=1).astype(np.int64)
+    out.setflags(write=False)
+    return out
+
+
+@njit(cache=True)
+def _l1_grouped(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile_n, tile_k, CG, KG, gpc, period,
+                blocks_a, tpl_a, tpl_b):
+    """[reqA, secA, reqB, secB, valid A (row, r, s, block) over all columns, valid (m, r, s) count].
+
+    B: the gi-th group's box of tile rows [gi K_g, gi K_g + K_g) counts alike for gi ``period`` apart (its
+    first row then moves by a multiple of every template's group of rows and of 32 bytes); the partial last
+    column holds whole groups (its K - full_n T_n rows are a multiple of K_g), so a group's box is in it
+    or not, and counts as one more "image" where it is."""
+    res = np.zeros(6, np.int64)
+    tiles_m = (N * P * Q + tile_m - 1) // tile_m
+    full_n = K // tile_n                      # CTA columns with every tile row below K
+    in_last = (K - full_n * tile_n) // KG     # groups of the partial last column
+    blocks_b = _blocks(CG, tile_k, eb)
+    # A: each column's blocks are in blocks_a's multiplicities
+    _a_nhwc(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, blocks_a, 1, tpl_a, res)
+    pitch = R * S * CG * eb                   # bytes between filters
+    split = min(in_last, gpc)
+    for rs in range(R * S):
+        for part in range(2):
+            g0, g1, images = (0, split, full_n + 1) if part == 0 else (split, gpc, full_n)
+            for gi in range(g0, min(g1, g0 + period)):
+                mult = (g1 - 1 - gi) // period + 1
+                lo = gi * KG
+                hi = min(lo + KG, tile_n) - 1
+                for bi in range(blocks_b.shape[0]):
+                    rq, sc = _box_operand(images, 1, tile_n, 0, 0, lo, hi, tile_n * pitch, 0, pitch,
+                                          rs * CG * eb + blocks_b[bi, 0] * eb, blocks_b[bi, 1], eb, tpl_b)
+                    res[2] += mult * blocks_b[bi, 2] * rq * tiles_m
+                    res[3] += mult * blocks_b[bi, 2] * sc * tiles_m
+    return res
+
+
+def grouped_counts(layer, kernel) -> dict:
+    """`_counts.l1_counts` of a grouped fprop layer (arguments already validated)."""
+    from traces.grouped import groups_per_cta
+    from ._counts_fprop import _stores
+    from ._groups import T_FIRST, T_G, kernel_templates
+    gpc = groups_per_cta(layer, kernel)
+    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
+    eb = kernel.elem_bytes
+    tpl_a, tpl_b = kernel_templates(kernel)
+    rows = math.lcm(SEC, *(int(tpl_b[t, T_G]) for t in range(int(tpl_b[0, T_FIRST]))))
+    period = rows // math.gcd(layer.k_per_group, rows)    # groups after which B's boxes count alike
+    res = _l1_grouped(layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
+                      layer.p, layer.q, eb, kernel.tile_m, kernel.tile_n, kernel.tile_k, layer.c_per_group,
+                      layer.k_per_group, gpc, period, grouped_a_blocks(layer, kernel, gpc), tpl_a, tpl_b)
+    st = _stores(layer.n, layer.k, layer.p, layer.q, eb, kernel.tile_m, kernel.tile_n, False)
+    return {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
+            "valid_a_elems": int(res[4]), "valid_mrs": int(res[5]),
+            "req_C": int(st[0]), "sec_C": int(st[1])}
