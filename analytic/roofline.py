@@ -92,7 +92,8 @@ def check_arguments(args):
 
 def ceilings(gpu, kernel):
     """Peak FLOP/s and bandwidths (B/s) used by the timing model."""
-    return {"compute": compute_peak(gpu, kernel), "l1": gpu.l1_gbps * 1e9, "l2": gpu.l2_gbps * 1e9, "dram": gpu.dram_gbps * 1e9}
+    return {"compute": compute_peak(gpu, kernel), "l1": gpu.l1_gbps * 1e9, "l2": gpu.l2_gbps * 1e9,
+            "dram": gpu.dram_gbps * 1e9}
 
 
 def roofline_data(args) -> dict:

@@ -17,15 +17,15 @@ import numba
 from ._backward import _dgrad_filters, _dgrad_position, _start_dgrad, _start_wgrad, _step_dgrad, _step_wgrad
 from ._layout import (
     _U, _C, _H, _W, _K, _R, _S, _DH, _DW, _P, _Q, _TM, _TN, _TK, _NCHW, _EB, _SMS, _SLOTS, _SSH, _STEP_REQ,
-    _STEP_SEC, _UNI, _RPW, _ALN, _OP, _KA, _KB, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF, _F_SKIP, _F_KSTEPS,
-    _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE)
+    _STEP_SEC, _UNI, _RPW, _ALN, _OP, _KA, _KB, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF,
+    _F_SKIP, _F_KSTEPS, _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE)
 from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _steps.py, _backward.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "5ec69f5c15094b4b"
+_JIT_DEPS_SHA256 = "51eff313b08d5fe4"
 
 
 @numba.njit(cache=True)

@@ -190,7 +190,8 @@ def _stores(prm, row_y, order, idx, n0, o_first, o_count, o_sec, nreq, nsec):
     """Store requests of the CTA's tile in slot idx (columns n0 .. n0 + TN - 1); returns (nreq, nsec).
 
     nhwc (every op): the epilogue's order, tile rows as ``order`` lists them (`traces.epilogue`), each
-    request _SROWS of them (SIMT 1), valid rows' columns in blocks of _SCOLS (SIMT 32) below GEMM-N; nchw: section 3's order (filters, then rows)."""
+    request _SROWS of them (SIMT 1), valid rows' columns in blocks of _SCOLS (SIMT 32) below GEMM-N; nchw:
+    section 3's order (filters, then rows)."""
     K = prm[_K]; TM = prm[_TM]; TN = prm[_TN]; EB = prm[_EB]; SSH = prm[_SSH]; YB = prm[_YB]
     if prm[_NCHW]:
         PQ = prm[_P] * prm[_Q]
