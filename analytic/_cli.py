@@ -41,20 +41,20 @@ def resolve_gpu(name):
 
 
 def resolve_kernel(args):
-    """The KernelConfig of the kernel options (``--op train``: the fprop kernel; `predict_layers` runs
-    the three passes)."""
-    from traces import KernelConfig
+    """The KernelConfig of the kernel options: ``--kernel`` (a `traces.KERNELS` preset) overridden by the
+    options given (``--op train``: the fprop kernel; `predict_layers` runs the three passes)."""
+    from traces.presets import kernel_from_options
     op = getattr(args, "op", "fprop")
-    kwargs = {"layout": args.layout, "dtype": args.dtype, "op": "fprop" if op == "train" else op}
-    if getattr(args, "vector", None) is not None:
-        kwargs["vector"] = args.vector
     try:
-        kernel = KernelConfig.from_tile(args.tile, **kwargs) if args.tile else KernelConfig(**kwargs)
+        kernel = kernel_from_options(args.kernel, tile=args.tile, layout=args.layout, dtype=args.dtype,
+                                     vector=args.vector, math=args.math, op="fprop" if op == "train" else op)
         if op == "train":
             from .training import pass_kernels
             pass_kernels(kernel)
         return kernel
     except (ValueError, TypeError) as err:
+        if "unknown kernel" in str(err):
+            raise CliError(f"--kernel: {err}") from None
         raise CliError(f"--op train: {err}" if op == "train" else str(err)) from None
 
 
@@ -196,10 +196,15 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_kernel_arguments(parser):
-    parser.add_argument("--layout", default="nhwc", choices=("nhwc", "nchw"), help="data layout")
-    parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"), help="element type")
+    from traces.kernel import DTYPE_BYTES, MATHS
+    parser.add_argument("--kernel", default=None, metavar="NAME",
+                        help="named kernel of traces.KERNELS, the base the kernel options override "
+                             "(default simt_128x128x8)")
+    parser.add_argument("--layout", default=None, choices=("nhwc", "nchw"), help="data layout (default nhwc)")
+    parser.add_argument("--dtype", default=None, choices=tuple(DTYPE_BYTES), help="element type (default fp32)")
     parser.add_argument("--tile", default=None, help="CTA tile MxNxK (default 128x128x8)")
     parser.add_argument("--vector", type=int, default=None, help="elements per thread access")
+    parser.add_argument("--math", default=None, choices=MATHS, help="simt or tensorop (default simt)")
     parser.add_argument("--op", default="fprop", choices=("fprop", "dgrad", "wgrad", "train"),
                         help="convolution pass of the forward layers, or train: a training step (fprop + dgrad + "
                              "wgrad; each layer's time the sum of its three passes) (default fprop)")

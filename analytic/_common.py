@@ -110,8 +110,9 @@ def layer_time(layer, gpu, kernel, counts, machine=None, grid=None) -> dict:
     traffic is ``counts`` (the model's predictions, or simulated counts: `analytic.scaling --check`
     puts the simulated traffic through this same time model).
 
-    compute: the waves' tile work at the per-SM peak (a wave costs its busiest SM's CTAs: the full
-    waves ``cps`` each, the last one ceil(its CTAs / SMs)); L1: (load + store sectors) over the busy
+    compute: the waves' tile work at the per-SM peak (`compute_peak`; a wave costs its busiest SM's CTAs:
+    the full waves ``cps`` each, the last one ceil(its CTAs / SMs)); L1: (load sectors of every kind,
+    cp.async included, + store sectors) over the busy
     SMs' L1 bandwidth; L2 and DRAM: (read + write sectors) over their bandwidths. time = the largest,
     bound = which one."""
     if machine is None:
@@ -126,17 +127,13 @@ def layer_time(layer, gpu, kernel, counts, machine=None, grid=None) -> dict:
     ctas, ksteps, flops = grid
     per_wave = cps * sms
     full_waves, n_last = divmod(ctas, per_wave)
-    if kernel.dtype == "fp16" and gpu.tensor_tflops > 0:
-        peak = gpu.tensor_tflops * 1e12
-    elif kernel.dtype == "fp16":
-        peak = 2.0 * gpu.fp32_tflops * 1e12
-    else:
-        peak = gpu.fp32_tflops * 1e12
+    peak = compute_peak(gpu, kernel)
     tile_flops = 2.0 * tm * tn * ksteps * tk
     slots = full_waves * cps + cdiv(n_last, sms)
     t_compute = slots * tile_flops / (peak / sms)
     clk = gpu.clock_mhz * 1e6
-    l1_bytes = (counts[Mx.L1_LD_SECTORS] + counts[Mx.L1_ST_SECTORS]) * SEC
+    l1_bytes = (counts[Mx.L1_LD_SECTORS] + counts.get(Mx.L1_LDGSTS_ACCESS_SECTORS, 0)
+                + counts.get(Mx.L1_LDGSTS_BYPASS_SECTORS, 0) + counts[Mx.L1_ST_SECTORS]) * SEC
     t_l1 = l1_bytes / (gpu.l1_bytes_per_clk * clk * min(sms, ctas))
     l2_bytes = (counts[Mx.L2_RD_SECTORS] + counts[Mx.L2_WR_SECTORS]) * SEC
     t_l2 = l2_bytes / (gpu.l2_gbps * 1e9)
@@ -150,6 +147,15 @@ def layer_time(layer, gpu, kernel, counts, machine=None, grid=None) -> dict:
             "ai_l2": flops / l2_bytes if l2_bytes else math.inf,
             "ai_dram": flops / dram_bytes if dram_bytes else math.inf,
             "waves": float(full_waves + (1 if n_last else 0))}
+
+
+def compute_peak(gpu, kernel) -> float:
+    """Peak FLOP/s of ``kernel`` on ``gpu``: the dense tensor-core peak of its dtype for tensor-op kernels
+    (ValueError if the GPU's tensor cores do not take it), else the CUDA cores' rate for its dtype
+    (`simcore.GPU.simt_tflops_for`: SIMT fp16/bf16 never run at the tensor peak)."""
+    if kernel.math == "tensorop":
+        return gpu.tensor_tflops_for(kernel.dtype) * 1e12
+    return gpu.simt_tflops_for(kernel.dtype) * 1e12
 
 
 def machine_of(gpu, kernel):

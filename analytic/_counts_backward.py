@@ -40,7 +40,7 @@ from ._groups import (E_COLS, T_END, T_FIRST, T_G, T_O, T_UNI, X_D, X_HI, X_LO, 
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest
 # of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "ed18f50e92351c63"
+_JIT_DEPS_SHA256 = "e6cdb7429a8c89ce"
 
 
 @njit(cache=True)
@@ -217,9 +217,9 @@ def backward_counts(layer, kernel) -> dict:
     if kernel.op == "dgrad":
         fpos, per_filter = _dgrad_positions(layer, kernel)
         res = _l1_dgrad(*dims, kernel.tile_n, kernel.tile_k, fpos, per_filter, *tpl)
-        st = _stores(layer.n, layer.c, layer.h, layer.w, eb, kernel.tile_m, kernel.tile_n, False)
+        st = _stores(layer.n, layer.c, layer.h, layer.w, eb, kernel.tile_m, kernel.tile_n, False, 1, 32)
     else:
         res = _l1_wgrad(*dims, kernel.tile_m, kernel.tile_n, *tpl)
-        st = _stores(1, layer.r * layer.s * layer.c, 1, layer.k, eb, kernel.tile_m, kernel.tile_n, False)
+        st = _stores(1, layer.r * layer.s * layer.c, 1, layer.k, eb, kernel.tile_m, kernel.tile_n, False, 1, 32)
     return {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
             "valid_a_elems": int(res[4]), "valid_mrs": int(res[5]), "req_C": int(st[0]), "sec_C": int(st[1])}

@@ -16,13 +16,15 @@ import functools
 import numpy as np
 from numba import njit
 
+from traces._tensorop import alignment, store_shape
+
 from ._counts import SEC, _blocks, _gcd, _mult, _period, _range_1d, _rows
 from ._groups import E_COLS, _blocked_rows, _box_operand, group_counts, kernel_templates
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _groups.py. tests/test_jit_deps.py checks this digest of them: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "7c2e2f45c18a09b3"
+_JIT_DEPS_SHA256 = "bc8196d3bdb89ec8"
 
 
 @njit(cache=True)
@@ -169,21 +171,22 @@ def _l1_nchw(N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, P, Q, eb, tile_m, tile
 
 
 @njit(cache=True)
-def _stores(N, K, P, Q, eb, tile_m, tile_n, nchw):
-    """Output store [requests, sectors]: M = N P Q rows, K columns (pitch K; nchw: planes of P Q)."""
+def _stores(N, K, P, Q, eb, tile_m, tile_n, nchw, srows, scols):
+    """Output store [requests, sectors]: M = N P Q rows, K columns (pitch K; nchw: planes of P Q); nhwc:
+    a request is ``srows`` aligned rows x ``scols`` columns (`traces._tensorop.store_shape`)."""
     res = np.zeros(2, np.int64)
     M = N * P * Q
     PQ = P * Q
     if not nchw:
         tiles_n = (K + tile_n - 1) // tile_n
-        ngroups = (tile_n + 31) // 32
+        ngroups = (tile_n + scols - 1) // scols
         for tn in range(tiles_n):
             for j in range(ngroups):
-                k0 = tn * tile_n + 32 * j
+                k0 = tn * tile_n + scols * j
                 if k0 >= K:
                     continue
-                kend = min(tn * tile_n + min(32 * (j + 1), tile_n), K)
-                rq, sc = _rows(1, 1, M, 0, 0, 0, M - 1, 1, 0, 0, K * eb, k0 * eb, (kend - k0) * eb)
+                kend = min(tn * tile_n + min(scols * (j + 1), tile_n), K)
+                rq, sc = _rows(1, 1, M, 0, 0, 0, M - 1, srows, 0, 0, K * eb, k0 * eb, (kend - k0) * eb)
                 res[0] += rq
                 res[1] += sc
         return res
@@ -233,13 +236,14 @@ def fprop_counts(layer, kernel) -> dict:
     eb = kernel.elem_bytes
     args = (layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
             P, Q, eb, kernel.tile_m, kernel.tile_n, kernel.tile_k)
-    tpl_a, tpl_b = kernel_templates(kernel)
+    tpl_a, tpl_b = kernel_templates(kernel, alignment(kernel, layer))
     if kernel.layout == "nhwc":
         res = _l1_nhwc(*args, tpl_a, tpl_b)
     else:
         tma = kernel.thread_map_a
         res = _l1_nchw(*args, *_nchw_lanes(tma, kernel.threads), tma.t_s, tma.iterations, tpl_b)
-    st = _stores(layer.n, layer.k, P, Q, eb, kernel.tile_m, kernel.tile_n, kernel.layout == "nchw")
+    st = _stores(layer.n, layer.k, P, Q, eb, kernel.tile_m, kernel.tile_n, kernel.layout == "nchw",
+                 *store_shape(kernel))
     return {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
             "valid_a_elems": int(res[4]), "valid_mrs": int(res[5]),
             "req_C": int(st[0]), "sec_C": int(st[1])}

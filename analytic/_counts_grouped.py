@@ -24,7 +24,7 @@ from ._groups import _box_operand
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest of
 # them: updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "ed18f50e92351c63"
+_JIT_DEPS_SHA256 = "e6cdb7429a8c89ce"
 
 
 @functools.lru_cache(maxsize=256)
@@ -91,7 +91,7 @@ def grouped_counts(layer, kernel) -> dict:
     res = _l1_grouped(layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
                       layer.p, layer.q, eb, kernel.tile_m, kernel.tile_n, kernel.tile_k, layer.c_per_group,
                       layer.k_per_group, gpc, period, grouped_a_blocks(layer, kernel, gpc), tpl_a, tpl_b)
-    st = _stores(layer.n, layer.k, layer.p, layer.q, eb, kernel.tile_m, kernel.tile_n, False)
+    st = _stores(layer.n, layer.k, layer.p, layer.q, eb, kernel.tile_m, kernel.tile_n, False, 1, 32)
     return {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
             "valid_a_elems": int(res[4]), "valid_mrs": int(res[5]),
             "req_C": int(st[0]), "sec_C": int(st[1])}

@@ -206,12 +206,22 @@ X_D, X_LO, X_HI = range(3)
 
 
 @functools.lru_cache(maxsize=64)
-def _templates(tmap, threads: int) -> np.ndarray:
+def _templates(tmap, threads: int, align: int) -> np.ndarray:
     """The warp-request templates of a thread map (layout above): template t's groups start at rows
     o (mod G), entry (d, lo, hi) reads columns [lo, hi) of row start + d. Uniform: g entries on rows
-    0..g-1 with the same columns, G = g, o = 0 (whole aligned groups of rows, as `_rows` counts)."""
+    0..g-1 with the same columns, G = g, o = 0 (whole aligned groups of rows, as `_rows` counts).
+    ``align`` < vector (tensor-op, C not a multiple of 8): each vector is read by vector / align
+    accesses, one request each: per access ``sub`` the t_c lanes' pieces [u v + sub, u v + sub + align) of
+    each of the g rows (the row sets of the warp-raked and the stripmined maps are the same aligned
+    groups of g rows)."""
     t_c, t_s, v = tmap.t_c, tmap.t_s, tmap.vector
-    if 32 % t_c == 0:                          # g = 32 / t_c rows, all t_c v columns
+    if align < v:
+        if 32 % t_c:
+            raise ValueError(f"sub-vector accesses need t_c dividing 32, got t_c={t_c}")
+        g = 32 // t_c
+        tpls = [([(d, u * v + sub, u * v + sub + align) for d in range(g) for u in range(t_c)], g, 0, 0)
+                for sub in range(0, v, align)]
+    elif 32 % t_c == 0:                        # g = 32 / t_c rows, all t_c v columns
         g = 32 // t_c
         tpls = [([(d, 0, t_c * v) for d in range(g)], g, 0, 1)]
     elif t_c % 32 == 0:                        # one row, 32 v columns
@@ -237,10 +247,13 @@ def _templates(tmap, threads: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def kernel_templates(kernel) -> tuple:
+def kernel_templates(kernel, align=None) -> tuple:
     """(templates of A, templates of B) of a KernelConfig: cached per kernel, since its thread maps are
-    derived (and validated) anew at every access."""
-    return _templates(kernel.thread_map_a, kernel.threads), _templates(kernel.thread_map_b, kernel.threads)
+    derived (and validated) anew at every access. ``align``: elements per access when below the vector
+    (`traces._tensorop.alignment` of the layer); None: the vector."""
+    ta, tb = kernel.thread_map_a, kernel.thread_map_b
+    return (_templates(ta, kernel.threads, align or ta.vector),
+            _templates(tb, kernel.threads, align or tb.vector))
 
 
 @njit(cache=True)

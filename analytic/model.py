@@ -20,6 +20,7 @@ from ._geometry import geometry, geometry_check
 from ._l2 import refetch_misses
 from ._reuse import l1_configs, reuse_histogram
 from ._schedule import aggregate_configs, sm_configs, wave_stats
+from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
 from .factors import resolve_factors
@@ -291,15 +292,23 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
         for t in range(R * S):
             tt = R * S - 1 - t if win.reverse else t
             phase[t] = ((tt // S) * dh * W + (tt % S) * dw) * (C * eb // LINE) % nphase
+    # tensor-op B by cp.async.cg: never in the L1, so no B lines in A's L1 windows and no B hits
+    kinds = operand_kinds(kernel, layer)
+    ncls_l1, b_round_l1, b_slice_l1 = ncls, b_lines_round, b_slice_lines
+    if bypasses_l1(kinds):
+        ncls_l1 = ncls.copy()
+        ncls_l1[:, 0] = 0.0
+        ncls_l1[:, 2] = 0.0
+        b_round_l1 = b_slice_l1 = 0.0
     miss_frac_a, hit_b, miss2_frac_a = l1_configs(
-        hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls, float(M), R, S,
+        hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
-        lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_round, b_slice_lines, float(ns_life),
+        lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1, float(ns_life),
         bfrac, l2a_w, l2b,
         l2_ways, spread)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
-    l1_hit_b = sec_b * min(1.0, hit_b)
+    l1_hit_b = 0.0 if bypasses_l1(kinds) else sec_b * min(1.0, hit_b)
     miss_b = sec_b - l1_hit_b
 
     # ---- compulsory (unique) sectors of each tensor ----------------------------------------------
@@ -338,8 +347,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
     # B slices)
     r_full = dens * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice
     dirty, dram_w = dirty_at_end(gpu, f, uniq_c, y_cta, r_full, ctas, per_wave, ctas_wave)
-    out = assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b, dram_w, dirty,
-                   uniq_c)
+    out = relabel_loads(assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b,
+                                 dram_w, dirty, uniq_c), kinds)
     if timing:
         out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, geo.flops)))
     else:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 
 from . import _cli
+from ._common import compute_peak
 from .plots import roofline_figure
 from .scaling import scale_gpu
 
@@ -91,11 +92,8 @@ def check_arguments(args):
 
 def ceilings(gpu, kernel):
     """Peak FLOP/s and bandwidths (B/s) used by the timing model."""
-    if kernel.dtype == "fp16":
-        peak = gpu.tensor_tflops * 1e12 if gpu.tensor_tflops > 0 else 2 * gpu.fp32_tflops * 1e12
-    else:
-        peak = gpu.fp32_tflops * 1e12
-    return {"compute": peak, "l1": gpu.l1_gbps * 1e9, "l2": gpu.l2_gbps * 1e9, "dram": gpu.dram_gbps * 1e9}
+    return {"compute": compute_peak(gpu, kernel), "l1": gpu.l1_gbps * 1e9, "l2": gpu.l2_gbps * 1e9,
+            "dram": gpu.dram_gbps * 1e9}
 
 
 def roofline_data(args) -> dict:

@@ -29,7 +29,7 @@ from simcore import metrics as M
 from traces import ConvLayer, KernelConfig, network
 from traces.stream import _Generator, plan_stream
 
-_FIELDS = ("sm", "operand", "is_store", "first", "count", "sectors")
+_FIELDS = ("sm", "operand", "kind", "first", "count", "sectors")
 
 
 def make_chunks(layer, g, kernel):

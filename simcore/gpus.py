@@ -52,6 +52,13 @@ Sources (numbers in brackets are cited next to each figure below):
      whitepaper's 5120 B/clk [A]. H100 PCIe (114 SMs, 1.755 GHz): L1 ~126 B/clk/SM, L2 6.9-7.0 TB/s, which
      scaled by SMs x clock to the 132-SM 1.98 GHz SXM part gives ~9.1 TB/s; H200: L2 9.7-10.2 TB/s
      measured (gpu-l2-cache/h200.txt).
+[HF] FP16 / BF16 arithmetic on the CUDA cores (SIMT kernels; half2 instructions): CUDA C++ Programming
+     Guide, "Arithmetic Instructions" throughput table (16-bit floating-point add/multiply/multiply-add
+     results per clock per SM against 32-bit: 2x on 6.0, 7.0 and 9.0, 4x on 8.0 for fp16 and 2x for bf16,
+     1/64 on 6.1; no bf16 arithmetic before 8.0); A100 78 FP16 / 39 BF16 TFLOP/s (non-tensor) [A]; H100 SXM5
+     133.8 FP16 and BF16 (non-tensor) [H]; V100 31.4 (2 x 15.7), P100 21.2 [P], TITAN Xp 12.1 / 64 = 0.19.
+     Where the GPU has no 16-bit arithmetic (bf16 before Ampere) a SIMT kernel converts and computes in
+     fp32: the fp32 peak.
 [XL] TITAN Xp L2 bandwidth: no published measurement found; derived as 24 slices [AS] x 32 B/clk x
      1.582 GHz = 1.21 TB/s. Pascal L1: 64 B/clk/SM (Turing whitepaper: Turing's unified L1 doubles the
      hit bandwidth per TPC compared to Pascal).
@@ -82,6 +89,9 @@ class GPU:
     fp32_tflops, tensor_tflops : float
         Peak FP32 SIMT and dense tensor-core throughput (TFLOP/s; 0: no tensor cores). Every GPU here
         runs each dtype of ``tensor_dtypes`` at that one peak; ask with ``tensor_tflops_for(dtype)``.
+    fp16_tflops, bf16_tflops : float, optional
+        Peak SIMT (CUDA-core) throughput with 16-bit inputs (TFLOP/s); None: ``fp32_tflops`` (no faster
+        16-bit arithmetic). Ask with ``simt_tflops_for(dtype)``. Timing only: not part of simulation keys.
     tensor_dtypes : tuple of str, optional
         Input dtypes the tensor cores take, of ``TENSOR_DTYPES`` (``("fp16",)`` on Volta,
         ``("fp16", "bf16")`` from Ampere on). None (the default): ``("fp16",)`` if ``tensor_tflops``
@@ -127,6 +137,8 @@ class GPU:
     l2_gbps: float
     tensor_tflops: float = 0.0
     tensor_dtypes: tuple = None
+    fp16_tflops: float = None
+    bf16_tflops: float = None
     separate_smem_bytes: int = 0
     max_ctas_per_sm: int = 32
     max_threads_per_sm: int = 2048
@@ -148,6 +160,11 @@ class GPU:
         if isinstance(self.tensor_tflops, bool) or not isinstance(self.tensor_tflops, (int, float)) \
                 or self.tensor_tflops < 0:
             raise ValueError(f"GPU.tensor_tflops must be a non-negative number, got {self.tensor_tflops!r}")
+        for field in ("fp16_tflops", "bf16_tflops"):
+            value = getattr(self, field)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not value > 0):
+                raise ValueError(f"GPU.{field} must be a positive number or None, got {value!r}")
         dtypes = self.tensor_dtypes
         if dtypes is None:
             dtypes = ("fp16",) if self.tensor_tflops > 0 else ()
@@ -197,6 +214,13 @@ class GPU:
     def peak_flops(self) -> float:
         """FP32 SIMT peak in FLOP/s."""
         return self.fp32_tflops * 1e12
+
+    def simt_tflops_for(self, dtype: str) -> float:
+        """Peak SIMT (CUDA-core) throughput (TFLOP/s) with inputs of ``dtype`` ("fp32", "fp16", "bf16")."""
+        if dtype not in ("fp32",) + TENSOR_DTYPES:
+            raise ValueError(f"dtype must be one of fp32, {', '.join(TENSOR_DTYPES)}, got {dtype!r}")
+        rate = None if dtype == "fp32" else getattr(self, f"{dtype}_tflops")
+        return float(self.fp32_tflops if rate is None else rate)
 
     def tensor_tflops_for(self, dtype: str) -> float:
         """Dense tensor-core peak (TFLOP/s) for inputs of ``dtype`` ("fp16" or "bf16").
@@ -279,33 +303,36 @@ GPUS = {
                    l1_sets=4,                                                                  # [GS]
                    l2_bytes=3 * MB, l2_slices=24, l2_ways=16, l2_index="xor",                  # [X][AS]
                    dram_gbps=547.7, l1_bytes_per_clk=64, l2_gbps=1200.0,                       # [X][XL]
-                   tensor_tflops=0.0, tensor_dtypes=()),                                       # [X]
+                   tensor_tflops=0.0, tensor_dtypes=(), fp16_tflops=12.1 / 64),                # [X][HF]
     "p100": GPU(name="p100", sms=56, clock_mhz=1480, fp32_tflops=10.6,                          # [P]
                 l1_smem_bytes=24 * KB, smem_carveouts=(), separate_smem_bytes=64 * KB,          # [P]
                 l1_sets=4,                                                                     # [GS]
                 l2_bytes=4 * MB, l2_slices=32, l2_ways=16, l2_index="xor",                     # [P][AS]
                 dram_gbps=732.0, l1_bytes_per_clk=64, l2_gbps=1624.0,                          # [P][JV][XL]
-                tensor_tflops=0.0, tensor_dtypes=()),                                          # [P]
+                tensor_tflops=0.0, tensor_dtypes=(), fp16_tflops=21.2),                        # [P][HF]
     "v100": GPU(name="v100", sms=80, clock_mhz=1530, fp32_tflops=15.7,                          # [V]
                 l1_smem_bytes=128 * KB, smem_carveouts=_CARVEOUTS_V100, l1_sets=4,              # [V][GS]
                 l2_bytes=6 * MB, l2_slices=64, l2_ways=24, l2_index="xor",                     # [V][AS]
                 dram_gbps=900.0, l1_bytes_per_clk=128, l2_gbps=2155.0,                         # [V][JV]
-                tensor_tflops=125.0, tensor_dtypes=("fp16",)),                                 # [V]
+                tensor_tflops=125.0, tensor_dtypes=("fp16",), fp16_tflops=31.4),               # [V][HF]
     "a100": GPU(name="a100", sms=108, clock_mhz=1410, fp32_tflops=19.5,                         # [A]
                 l1_smem_bytes=192 * KB, smem_carveouts=_CARVEOUTS_A100, l1_sets=4,              # [A][GS]
                 l2_bytes=40 * MB, l2_slices=160, l2_ways=16, l2_index="xor",                   # [A][AS]
                 dram_gbps=1555.0, l1_bytes_per_clk=128, l2_gbps=4800.0,                        # [A][JT]
-                tensor_tflops=312.0, tensor_dtypes=("fp16", "bf16")),                          # [A]
+                tensor_tflops=312.0, tensor_dtypes=("fp16", "bf16"),                           # [A]
+                fp16_tflops=78.0, bf16_tflops=39.0),                                           # [A][HF]
     "h100": GPU(name="h100", sms=132, clock_mhz=1980, fp32_tflops=67.0,                         # [H]
                 l1_smem_bytes=256 * KB, smem_carveouts=_CARVEOUTS_H100, l1_sets=4,              # [H][GS]
                 l2_bytes=50 * MB, l2_slices=80, l2_ways=20, l2_index="xor",                    # [H][AS]
                 dram_gbps=3350.0, l1_bytes_per_clk=128, l2_gbps=9100.0,                        # [H][JT]
-                tensor_tflops=989.4, tensor_dtypes=("fp16", "bf16")),                          # [H]
+                tensor_tflops=989.4, tensor_dtypes=("fp16", "bf16"),                           # [H]
+                fp16_tflops=133.8, bf16_tflops=133.8),                                         # [H][HF]
     "h200": GPU(name="h200", sms=132, clock_mhz=1980, fp32_tflops=67.0,                         # [H2]
                 l1_smem_bytes=256 * KB, smem_carveouts=_CARVEOUTS_H100, l1_sets=4,              # [H2][GS]
                 l2_bytes=60 * MB, l2_slices=96, l2_ways=20, l2_index="xor",                    # [H2]
                 dram_gbps=4800.0, l1_bytes_per_clk=128, l2_gbps=9700.0,                        # [H2][JT]
-                tensor_tflops=989.4, tensor_dtypes=("fp16", "bf16")),                          # [H2]
+                tensor_tflops=989.4, tensor_dtypes=("fp16", "bf16"),                           # [H2]
+                fp16_tflops=133.8, bf16_tflops=133.8),                                         # [H2][HF]
 }
 
 

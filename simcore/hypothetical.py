@@ -88,8 +88,9 @@ def replace_gpu(gpu: GPU, **changes) -> GPU:
     # more (or faster) SMs of the same design: the peaks follow unless given
     speed = new.get("sms", gpu.sms) / gpu.sms * new.get("clock_mhz", gpu.clock_mhz) / gpu.clock_mhz
     if speed != 1.0:
-        for peak in ("fp32_tflops", "tensor_tflops"):
-            new.setdefault(peak, getattr(gpu, peak) * speed)
+        for peak in ("fp32_tflops", "tensor_tflops", "fp16_tflops", "bf16_tflops"):
+            if getattr(gpu, peak) is not None:
+                new.setdefault(peak, getattr(gpu, peak) * speed)
     line = new.get("line_bytes", gpu.line_bytes)
     if "l1_smem_bytes" in new:
         unit = new.get("l1_sets", gpu.l1_sets) * line

@@ -6,7 +6,8 @@ shares (thread maps, requests from lanes, the epilogue's stores, the grid and th
 `tests/naive_backward.py` has dgrad and wgrad.
 
 `naive_stream(layer, gpu, kernel)` returns a list of requests
-``(round, sm, cta, operand, is_store, kstep, sectors)`` with ``sectors`` a tuple of ascending byte
+``(round, sm, cta, operand, kind, kstep, sectors)`` (kind: 0 load, 1 store; tensor-op kernels:
+`tests/naive_tensorop.py`) with ``sectors`` a tuple of ascending byte
 addresses; with ``elements=True`` each request gets an eighth field: the list of its valid lanes as
 ``(byte_address, coords)`` where coords is ``("A", m, c, r, s)``, ``("B", k, c, r, s)`` or
 ``("C", m, k)`` (one entry per element: a vector lane gives V entries, addresses elem_bytes apart).
@@ -119,11 +120,12 @@ def naive_grid(tiles_m, tiles_n, swizzle_log):
     return blocks
 
 
-def naive_schedule(blocks, gpu, kernel, ksteps_of, loads_of, stores_of, elements):
+def naive_schedule(blocks, gpu, kernel, ksteps_of, loads_of, stores_of, elements, kinds=(0, 0)):
     """Dispatch ``blocks`` (section 3: passes, rounds, SMs, slots) and collect their requests.
 
     ksteps_of(tm, tn): the CTA's k-steps; loads_of(tm, tn, ks): [(operand, (sectors, elements)), ..];
-    stores_of(tm, tn): [(sectors, elements), ..]."""
+    stores_of(tm, tn): [(sectors, elements), ..]. Each request's fifth field is its kind: ``kinds``
+    [operand] for loads (0: ld), 1 for stores."""
     if kernel.ctas_per_sm is not None:
         slots_per_sm = kernel.ctas_per_sm
     else:
@@ -158,7 +160,7 @@ def naive_schedule(blocks, gpu, kernel, ksteps_of, loads_of, stores_of, elements
                 b, tm, tn, step = cta
                 if step < ksteps_of(tm, tn):
                     for operand, (secs, elems) in loads_of(tm, tn, step):
-                        requests.append((rnd, sm, b, operand, 0, step, secs, elems))
+                        requests.append((rnd, sm, b, operand, kinds[operand], step, secs, elems))
                     cta[3] = step + 1
                 else:
                     for secs, elems in stores_of(tm, tn):
@@ -171,6 +173,9 @@ def naive_schedule(blocks, gpu, kernel, ksteps_of, loads_of, stores_of, elements
 
 
 def naive_stream(layer, gpu, kernel, elements=False):
+    if kernel.math == "tensorop":
+        from tests.naive_tensorop import naive_tensorop_stream
+        return naive_tensorop_stream(layer, gpu, kernel, elements)
     if kernel.op != "fprop":
         from tests.naive_backward import naive_backward_stream
         return naive_backward_stream(layer, gpu, kernel, elements)

@@ -20,7 +20,12 @@ def test_cases_are_valid_and_cover_the_distribution():
     families = {c.layer.name.split("_")[0] for c in cases}
     assert families == set(FAMILIES)
     assert {c.kernel.layout for c in cases} == {"nhwc", "nchw"}
-    assert {c.kernel.dtype for c in cases} == {"fp32", "fp16"}
+    assert {c.kernel.dtype for c in cases} == {"fp32", "fp16", "bf16"}
+    tensorop = [c for c in cases if c.kernel.math == "tensorop"]
+    assert 10 <= len(tensorop) <= 50 and {c.kernel.dtype for c in tensorop} == {"fp16", "bf16"}
+    for c in tensorop:                                     # tensor-op: fprop, on GPUs with tensor cores
+        assert c.kernel.op == "fprop" and c.kernel.dtype in c.gpu.tensor_dtypes
+    assert all(c.kernel.dtype != "bf16" for c in cases if c.kernel.math == "simt")
     assert {c.kernel.swizzle_log for c in cases} >= {0, 1, 2, 3}
     assert any(c.gpu_change for c in cases) and any(not c.gpu_change for c in cases)
     assert any(c.kernel.ctas_per_sm for c in cases)
@@ -87,8 +92,8 @@ def test_cases_cover_the_ops_independently_of_the_rest(monkeypatch):
     # (grouping is drawn after the op, for fprop only: test_grouped_cases_join_without_changing_the_others)
     monkeypatch.setattr(rc, "_draw_groups", lambda seed, index, layer, kernel, cap: layer)
     cases = random_cases(120, 5)
-    ops = [case.kernel.op for case in cases]
-    assert all(ops.count(op) >= 15 for op in ("fprop", "dgrad", "wgrad"))
+    ops = [case.kernel.op for case in cases if case.kernel.math == "simt"]
+    assert all(ops.count(op) >= 10 for op in ("fprop", "dgrad", "wgrad"))
     for case in cases:
         if case.kernel.op != "fprop":
             assert case.kernel.layout == "nhwc"

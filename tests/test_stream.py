@@ -24,7 +24,7 @@ def flat(layer, g, kernel, max_sectors=1 << 20):
     for ch in iter_request_chunks(layer, g, kernel, max_sectors):
         assert isinstance(ch, RequestChunk)
         assert ch.round.dtype == np.int64 and ch.sm.dtype == np.int32 and ch.cta.dtype == np.int64
-        assert ch.operand.dtype == np.uint8 and ch.is_store.dtype == np.uint8
+        assert ch.operand.dtype == np.uint8 and ch.kind.dtype == np.uint8
         assert ch.kstep.dtype == np.int32 and ch.first.dtype == np.int64 and ch.count.dtype == np.int32
         assert ch.sectors.dtype == np.int64
         assert ch.first[0] == 0 and ch.first[-1] + ch.count[-1] == len(ch.sectors)
@@ -33,7 +33,7 @@ def flat(layer, g, kernel, max_sectors=1 << 20):
         for i in range(len(ch.round)):
             f, c = int(ch.first[i]), int(ch.count[i])
             out.append((int(ch.round[i]), int(ch.sm[i]), int(ch.cta[i]), int(ch.operand[i]),
-                        int(ch.is_store[i]), int(ch.kstep[i]), tuple(secs[f:f + c])))
+                        int(ch.kind[i]), int(ch.kstep[i]), tuple(secs[f:f + c])))
     return out
 
 

@@ -44,7 +44,7 @@ def synthetic_chunk(rng, requests, sms=80, packed=True):
                         sm=rng.integers(0, sms, requests).astype(np.int32),
                         cta=rng.integers(0, 500, requests).astype(np.int64),
                         operand=rng.integers(0, 3, requests).astype(np.uint8),
-                        is_store=rng.integers(0, 2, requests).astype(np.uint8),
+                        kind=rng.integers(0, 2, requests).astype(np.uint8),
                         kstep=rng.integers(0, 50, requests).astype(np.int32),
                         first=first, count=count, sectors=sectors)
 

@@ -1,8 +1,9 @@
 """traces: the workload (layers, networks, kernel) and the exact implicit-GEMM address stream."""
 from .kernel import KernelConfig, ThreadMap
 from .layer import ConvLayer
+from .presets import KERNELS, kernel_from_options, kernel_preset
 
-__all__ = ["ConvLayer", "KernelConfig", "ThreadMap"]
+__all__ = ["ConvLayer", "KernelConfig", "KERNELS", "ThreadMap", "kernel_from_options", "kernel_preset"]
 
 from .networks import NETWORKS, load_layers, network  # noqa: E402
 from .onnx_import import load_onnx  # noqa: E402

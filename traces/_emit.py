@@ -10,7 +10,7 @@ from ._layout import _U
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _layout.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "f92200a648003810"
+_JIT_DEPS_SHA256 = "0095a7c1f4a7b4d9"
 
 
 @numba.njit(cache=True, inline="always")
@@ -111,39 +111,43 @@ def _emit_segments(ra, seg_so, seg_lo, seg_hi, seg_start, warps, iters, t_s, ssh
     """Load requests of one operand in one k-step, segment by segment (the general case).
 
     ra[i]: byte address of strided row i's element 0 (-1: the row is predicated off);
-    seg_lo/seg_hi[sg]: byte offsets of the first/last valid byte of segment sg (seg_hi < 0: none)."""
+    seg_lo/seg_hi[sg]: byte offsets of the first/last valid byte of segment sg (seg_hi < 0: none).
+    ``seg_start`` may hold ``subs`` runs per warp (warp w's sub-access v: runs w * subs + v): a vector
+    loaded by ``subs`` accesses (tensor-op alignment below 8), issued warp, iteration, then sub-access."""
     sb = 1 << ssh
     mask = -sb
+    subs = (seg_start.shape[0] - 1) // warps
     for wp in range(warps):
-        s0 = seg_start[wp]
-        s1 = seg_start[wp + 1]
         for j in range(iters):
             js = j * t_s
-            first = nsec
-            cnt = 0
-            last = -1                      # largest sector so far (the run is sorted)
-            for sg in range(s0, s1):
-                hi = seg_hi[sg]
-                if hi < 0:
-                    continue
-                a = ra[seg_so[sg] + js]
-                if a < 0:
-                    continue
-                x = (a + seg_lo[sg]) & mask
-                xe = (a + hi) & mask
-                if x > last:               # common case: append the segment's sectors
-                    o_sec[first + cnt] = x
-                    cnt += 1
-                    while x < xe:
-                        x += sb
+            for wv in range(wp * subs, wp * subs + subs):     # the vector's sub-accesses
+                s0 = seg_start[wv]
+                s1 = seg_start[wv + 1]
+                first = nsec
+                cnt = 0
+                last = -1                      # largest sector so far (the run is sorted)
+                for sg in range(s0, s1):
+                    hi = seg_hi[sg]
+                    if hi < 0:
+                        continue
+                    a = ra[seg_so[sg] + js]
+                    if a < 0:
+                        continue
+                    x = (a + seg_lo[sg]) & mask
+                    xe = (a + hi) & mask
+                    if x > last:               # common case: append the segment's sectors
                         o_sec[first + cnt] = x
                         cnt += 1
-                    last = xe
-                else:
-                    cnt = _insert_range(o_sec, first, cnt, a + seg_lo[sg], a + hi, ssh)
-                    last = o_sec[first + cnt - 1]
-            if cnt > 0:
-                nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
+                        while x < xe:
+                            x += sb
+                            o_sec[first + cnt] = x
+                            cnt += 1
+                        last = xe
+                    else:
+                        cnt = _insert_range(o_sec, first, cnt, a + seg_lo[sg], a + hi, ssh)
+                        last = o_sec[first + cnt - 1]
+                if cnt > 0:
+                    nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
     return nreq, nsec
 
 

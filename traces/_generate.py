@@ -17,8 +17,8 @@ import numba
 from ._backward import _dgrad_filters, _dgrad_position, _start_dgrad, _start_wgrad, _step_dgrad, _step_wgrad
 from ._layout import (
     _U, _C, _H, _W, _K, _R, _S, _DH, _DW, _P, _Q, _TM, _TN, _TK, _NCHW, _EB, _SMS, _SLOTS, _SSH, _STEP_REQ,
-    _STEP_SEC, _UNI, _RPW, _ALN, _OP, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF, _F_SKIP, _F_KSTEPS,
-    _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE, _GPC)
+    _STEP_SEC, _UNI, _RPW, _ALN, _OP, _KA, _KB, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF,
+    _F_SKIP, _F_KSTEPS, _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE, _GPC)
 from ._group_steps import _step_group
 from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 
@@ -26,7 +26,7 @@ from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 # code and constants from _steps.py, _backward.py, _group_steps.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "bd521b364ce963b5"
+_JIT_DEPS_SHA256 = "60884af2e7e84e79"
 
 
 @numba.njit(cache=True)
@@ -100,13 +100,14 @@ def _generate(prm, maps, sched, rows, scratch, out):
     SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; TM = prm[_TM]; TN = prm[_TN]; TK = prm[_TK]; EB = prm[_EB]
     SSH = prm[_SSH]; NCHW = prm[_NCHW]; UNI = prm[_UNI]; ALN = prm[_ALN]; OP = prm[_OP]
     RPW = prm[_RPW]; STEP_REQ = prm[_STEP_REQ]; STEP_SEC = prm[_STEP_SEC]; GPC = prm[_GPC]
+    KA = prm[_KA]; KB = prm[_KB]
     state, slot_cta, slot_tm, slot_tn, slot_step, slot_ksteps, slot_fpos = sched
     seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start, thr_a = maps[:7]
     fpos, store_order = maps[9], maps[10]
     row_hb, row_wb, row_base, row_y, row_b, b_rows, b_reqs, b_num = rows[:8]
     ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off, kt_rh, kt_sw = scratch[:8]
     ra_rows = scratch[9]                        # ra_a as a (1, tile_m) array
-    o_round, o_sm, o_cta, o_op, o_st, o_ks, o_first, o_count, o_sec = out
+    o_round, o_sm, o_cta, o_op, o_st, o_ks, o_first, o_count, o_sec = out     # o_st: kinds
     req_cap = min(o_sm.shape[0], o_op.shape[0], o_st.shape[0], o_first.shape[0], o_count.shape[0])
     all_fields = min(o_round.shape[0], o_cta.shape[0], o_ks.shape[0]) > 0   # lean: length 0
     if all_fields:
@@ -271,10 +272,12 @@ def _generate(prm, maps, sched, rows, scratch, out):
                     slot_step[idx] = ks + 1
                 # the fields the step's requests share: short fill loops instead of six stores per
                 # request (measured: 0.5-0.9 ns/sector less on vgg16)
+                kind_a = 1 if op == 2 else KA           # request kinds (simcore.metrics.KIND_*): stores 1
+                kind_b = 1 if op == 2 else KB
                 for i in range(_U(q0), _U(nreq)):
                     o_sm[i] = cur_sm
                     o_op[i] = op + (i >= _U(q1))
-                    o_st[i] = op == 2
+                    o_st[i] = kind_b if i >= _U(q1) else kind_a
                 if all_fields:
                     for i in range(_U(q0), _U(nreq)):
                         o_round[i] = rnd

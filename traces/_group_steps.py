@@ -11,7 +11,7 @@ from ._layout import _C, _H, _W, _R, _S, _DH, _DW, _TM, _TN, _TK, _THREADS, _EB,
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
 # updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "95172729536fd930"
+_JIT_DEPS_SHA256 = "08324863f2f8d552"
 
 
 @numba.njit(cache=True)

@@ -14,9 +14,11 @@ _U = np.uint64          # index casts: unsigned indices skip Numba's negative-in
  _SMS, _SLOTS, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _KSTEPS, _KBLK,
  _XB, _WB, _YB, _SSH, _STEP_REQ, _STEP_SEC, _UNI, _RPW, _ALN,
  _OP, _GN, _TMPF, _NPQ,
- _GPC, _CG, _KG, _NPARAMS) = range(55)
+ _GPC, _CG, _KG, _KA, _KB, _SROWS, _SCOLS, _NPARAMS) = range(59)
 # _GPC: groups a CTA walks through (grouped fprop, `traces.grouped`; 0: not grouped), _CG / _KG: channels /
 # filters per group
+# _KA, _KB: request kinds (`simcore.metrics.KIND_*`) of A's and B's loads; _SROWS x _SCOLS: tile rows and
+# columns of one warp store request (`traces._tensorop.store_shape`)
 
 # ops (_OP): the pass, as `KernelConfig.OPS` orders them
 _FPROP, _DGRAD, _WGRAD = range(3)

@@ -9,12 +9,12 @@ from ._emit import (
     _close_request, _emit_rows, _emit_segments, _insert, _insert_range, _segment_offsets, _shift_rows)
 from ._layout import (
     _BIG, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _M, _GK, _TM, _TN, _TK,
-    _THREADS, _NCHW, _EB, _TSA, _IA, _TSB, _IB, _XB, _WB, _YB, _SSH, _UNI, _RPW, _GN)
+    _THREADS, _NCHW, _EB, _TSA, _IA, _TSB, _IB, _XB, _WB, _YB, _SSH, _UNI, _RPW, _GN, _SROWS, _SCOLS)
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
 # updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "95172729536fd930"
+_JIT_DEPS_SHA256 = "08324863f2f8d552"
 
 
 # ---- compiled kernel ----------------------------------------------------------------------------
@@ -190,7 +190,8 @@ def _stores(prm, row_y, order, idx, n0, o_first, o_count, o_sec, nreq, nsec):
     """Store requests of the CTA's tile in slot idx (columns n0 .. n0 + TN - 1); returns (nreq, nsec).
 
     nhwc (every op): the epilogue's order, tile rows as ``order`` lists them (`traces.epilogue`), each
-    valid row's columns in blocks of 32 below GEMM-N; nchw: section 3's order (filters, then rows)."""
+    request _SROWS of them (SIMT 1), valid rows' columns in blocks of _SCOLS (SIMT 32) below GEMM-N; nchw:
+    section 3's order (filters, then rows)."""
     K = prm[_K]; TM = prm[_TM]; TN = prm[_TN]; EB = prm[_EB]; SSH = prm[_SSH]; YB = prm[_YB]
     if prm[_NCHW]:
         PQ = prm[_P] * prm[_Q]
@@ -214,15 +215,19 @@ def _stores(prm, row_y, order, idx, n0, o_first, o_count, o_sec, nreq, nsec):
                     nreq, nsec = _close_request(o_first, o_count, nreq, nsec, first, cnt)
         return nreq, nsec
     GN = prm[_GN]
-    for t in range(TM):
-        base = row_y[idx, order[t]]
-        if base < 0:
-            continue
-        for g in range((TN + 31) // 32):
-            lo = n0 + g * 32
+    SR = prm[_SROWS]                            # a request: SR tile rows (in ``order``) x SC columns
+    SC = prm[_SCOLS]
+    for t in range(0, TM, SR):
+        for g in range((TN + SC - 1) // SC):
+            lo = n0 + g * SC
             if lo >= GN:
                 break
-            hi = min(lo + 32, n0 + TN, GN)
-            cnt = _insert_range(o_sec, nsec, 0, base + lo * EB, base + hi * EB - 1, SSH)
-            nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, cnt)
+            hi = min(lo + SC, n0 + TN, GN)
+            cnt = 0
+            for u in range(t, t + SR):
+                base = row_y[idx, order[u]]
+                if base >= 0:
+                    cnt = _insert_range(o_sec, nsec, cnt, base + lo * EB, base + hi * EB - 1, SSH)
+            if cnt > 0:
+                nreq, nsec = _close_request(o_first, o_count, nreq, nsec, nsec, cnt)
     return nreq, nsec

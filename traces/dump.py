@@ -22,8 +22,10 @@ import numpy as np
 from tqdm import tqdm
 
 from simcore.gpus import GPUS, gpu as lookup_gpu
+from simcore.metrics import KIND_ST
 
 from .kernel import DTYPE_BYTES, LAYOUTS, OPS, KernelConfig
+from .presets import DEFAULT_KERNEL, KERNELS, kernel_from_options
 from .layer import ConvLayer
 from .networks import NETWORKS
 from .resolve import resolve_layers
@@ -58,9 +60,12 @@ def create_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu", default="v100", help=f"GPU ({', '.join(GPUS)}; default v100)")
     parser.add_argument("--batch", default=None, metavar="N",
                         help="batch size (default 1; for a JSON file: replaces the file's n)")
-    parser.add_argument("--layout", default="nhwc", help=f"tensor layout ({', '.join(LAYOUTS)}; default nhwc)")
-    parser.add_argument("--dtype", default="fp32", help=f"element type ({', '.join(DTYPE_BYTES)}; default fp32)")
-    parser.add_argument("--tile", default="128x128x8", metavar="MxNxK", help="CTA tile (default 128x128x8)")
+    parser.add_argument("--kernel", default=None, metavar="NAME",
+                        help=f"named kernel, the base the options below override ({', '.join(KERNELS)}; "
+                             f"default {DEFAULT_KERNEL})")
+    parser.add_argument("--layout", default=None, help=f"tensor layout ({', '.join(LAYOUTS)}; default nhwc)")
+    parser.add_argument("--dtype", default=None, help=f"element type ({', '.join(DTYPE_BYTES)}; default fp32)")
+    parser.add_argument("--tile", default=None, metavar="MxNxK", help="CTA tile (default 128x128x8)")
     parser.add_argument("--op", default="fprop", choices=OPS,
                         help="pass: fprop, dgrad (dx) or wgrad (dw) of the forward layer (default fprop)")
     parser.add_argument("--compression", default="lzf", choices=("lzf", "gzip"),
@@ -95,11 +100,12 @@ def check_arguments(args) -> Resolved:
     except (TypeError, ValueError) as err:
         raise ValueError(str(err)) from None
     try:
-        kernel = KernelConfig.from_tile(args.tile, layout=args.layout.strip().lower(),
-                                        dtype=args.dtype.strip().lower(), op=args.op)
+        kernel = kernel_from_options(args.kernel, tile=args.tile, op=args.op,
+                                     layout=args.layout and args.layout.strip().lower(),
+                                     dtype=args.dtype and args.dtype.strip().lower())
     except (TypeError, ValueError) as err:
-        raise ValueError(f"bad kernel (--tile {args.tile} --layout {args.layout} --dtype {args.dtype} "
-                         f"--op {args.op}): {err}") from None
+        raise ValueError(f"bad kernel (--kernel {args.kernel} --tile {args.tile} --layout {args.layout} "
+                         f"--dtype {args.dtype} --op {args.op}): {err}") from None
     try:
         kernel.check_layer(layer)
         kernel.l1_config(the_gpu)
@@ -123,7 +129,7 @@ def _with_progress(chunks, plan, layer, enabled):
         for chunk in chunks:
             if _STOP.is_set():
                 raise KeyboardInterrupt
-            stores = np.asarray(chunk.cta)[np.asarray(chunk.is_store) != 0]
+            stores = np.asarray(chunk.cta)[np.asarray(chunk.kind) == KIND_ST]
             if len(stores):
                 stores = stores[(stores >= 0) & (stores < len(done))]
                 done[stores] = True

@@ -100,7 +100,7 @@ def epilogue_map(kernel):
 
 @functools.lru_cache(maxsize=256)
 def _row_order(tile_m, tile_n, warps, elem_bits):
-    found = _arrangement(tile_m, tile_n, warps, elem_bits)
+    found = _arrangement(tile_m, tile_n, warps, elem_bits) if warps else None
     if found is None:
         order = np.arange(tile_m, dtype=np.int64)
     else:
@@ -115,5 +115,8 @@ def _row_order(tile_m, tile_n, warps, elem_bits):
 
 def store_row_order(kernel) -> np.ndarray:
     """Tile rows in the order the epilogue stores them (read-only int64 array of length tile_m, a
-    permutation); the identity (DESIGN section 3's simplified order) when `epilogue_map` is None."""
+    permutation); the identity (DESIGN section 3's simplified order) when `epilogue_map` is None, and for
+    tensor-op kernels (whose requests cover 256 / tile_n consecutive rows: `traces._tensorop.store_shape`)."""
+    if kernel.math == "tensorop":
+        return _row_order(kernel.tile_m, 0, 0, 0)
     return _row_order(kernel.tile_m, kernel.tile_n, kernel.warps, 8 * kernel.elem_bytes)

@@ -43,6 +43,9 @@ def check_grouped(layer, kernel) -> None:
     if kernel.op != "fprop":
         raise ValueError(f"layer {name}: groups={layer.groups} is supported for op 'fprop' only, got "
                          f"KernelConfig.op={kernel.op!r}")
+    if getattr(kernel, "math", "simt") != "simt":
+        raise ValueError(f"layer {name}: groups={layer.groups} is supported for KernelConfig.math 'simt' only, "
+                         f"got {kernel.math!r} (the grouped stream is stated for the SIMT kernels)")
     if kernel.layout != "nhwc":
         raise ValueError(f"layer {name}: groups={layer.groups} needs KernelConfig.layout 'nhwc' (CUTLASS's "
                          f"grouped Fprop is NHWC only), got {kernel.layout!r}")

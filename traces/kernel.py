@@ -4,6 +4,10 @@
 (dx from dy and w) or ``wgrad`` (dw from dy and x); the layer is always the forward layer. Operand labels
 stay GEMM operands: A and B are loaded, C is stored (fprop: A = x, B = w, C = y; dgrad: A = dy, B = w,
 C = dx; wgrad: A = dy, B = x, C = dw). dgrad and wgrad are defined for ``nhwc`` only.
+
+``math`` picks the core: ``simt`` (CUDA cores, CUTLASS ``PitchLinearStripminedThreadMap``) or ``tensorop``
+(SM80 tensor cores: the ``PitchLinearWarpRakedThreadMap`` and ``cp.async`` cache operations of DESIGN
+section 3a; the rules are in ``traces._tensorop`` and ``traces/KERNELS.md``).
 """
 from __future__ import annotations
 
@@ -12,18 +16,25 @@ import numbers
 from typing import NamedTuple
 
 from .grouped import check_grouped
+from . import _tensorop
 
 LAYOUTS = ("nhwc", "nchw")
 OPS = ("fprop", "dgrad", "wgrad")
-DTYPE_BYTES = {"fp32": 4, "fp16": 2}
+MATHS = ("simt", "tensorop")
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 OPERAND_A, OPERAND_B, OPERAND_C = 0, 1, 2
 
 
 class ThreadMap(NamedTuple):
-    """CUTLASS PitchLinearStripminedThreadMap of one operand tile.
+    """CUTLASS PitchLinearStripminedThreadMap (``raked`` False) or PitchLinearWarpRakedThreadMap (True)
+    of one operand tile.
 
-    Thread t accesses contiguous offset (t % t_c) * vector and strided offsets t // t_c + j * t_s,
-    j = 0 .. iterations - 1. One warp-level request is one j for the 32 threads of one warp.
+    Stripmined: thread t accesses contiguous offset (t % t_c) * vector and strided offsets
+    t // t_c + j * t_s, j = 0 .. iterations - 1. Warp-raked (one warp access spans the contiguous
+    extent, t_c = contiguous / vector threads along it, t_s = 32 / t_c rows): thread t of warp
+    w = t // 32, lane l = t % 32, accesses contiguous offset (l % t_c) * vector and strided offsets
+    w * t_s * iterations + l // t_c + j * t_s. One warp-level request is one j for the 32 threads of one
+    warp (`strided_offset` gives a thread's strided offset at j = 0).
     """
 
     contiguous: int   # E_c: tile extent along the contiguous dimension (elements)
@@ -32,6 +43,17 @@ class ThreadMap(NamedTuple):
     t_c: int          # threads along the contiguous dimension
     t_s: int          # threads along the strided dimension
     iterations: int   # I: accesses per thread
+    raked: bool = False
+
+    def strided_offset(self, thread: int) -> int:
+        """Strided offset of ``thread``'s first access (iteration j adds j * t_s)."""
+        if self.raked:
+            return thread // 32 * self.t_s * self.iterations + thread % 32 // self.t_c
+        return thread // self.t_c
+
+    def contiguous_offset(self, thread: int) -> int:
+        """Contiguous offset (elements) of ``thread``'s accesses."""
+        return (thread % (32 if self.raked else self.t_c)) % self.t_c * self.vector
 
 
 def _int_field(field: str, value, minimum: int = 1) -> int:
@@ -58,6 +80,14 @@ def make_thread_map(operand: str, contiguous: int, strided: int, threads: int, v
     return ThreadMap(contiguous, strided, vector, t_c, t_s, strided // t_s)
 
 
+def parse_tile(text) -> tuple:
+    """``'128x128x8'`` -> (128, 128, 8); ValueError unless the text looks like MxNxK."""
+    parts = str(text).lower().split("x")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"tile must look like MxNxK (e.g. 128x128x8), got {text!r}")
+    return tuple(int(p) for p in parts)
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelConfig:
     """A CTA-tiled implicit-GEMM convolution kernel (defaults: CUTLASS SIMT fp32 128x128x8 Fprop).
@@ -69,9 +99,9 @@ class KernelConfig:
     threads : int
         Threads per CTA, a multiple of 32.
     layout : {"nhwc", "nchw"}
-    dtype : {"fp32", "fp16"}
+    dtype : {"fp32", "fp16", "bf16"}
     vector : int
-        Elements per thread access (``nchw`` needs 1).
+        Elements per thread access (``nchw`` needs 1; ``tensorop`` 8).
     stages : int
         Shared-memory pipeline stages (shared memory = stages (tile_m + tile_n) tile_k elem bytes).
     regs_per_thread : int
@@ -83,6 +113,10 @@ class KernelConfig:
         The pass (DESIGN section 3a); ``dgrad`` and ``wgrad`` need layout ``nhwc``. Thread maps (contiguous
         x strided extent): fprop nhwc A (tile_k x tile_m), B (tile_k x tile_n); nchw A (tile_m x tile_k);
         dgrad A (tile_k x tile_m), B (tile_n x tile_k); wgrad A (tile_m x tile_k), B (tile_n x tile_k).
+    math : {"simt", "tensorop"}
+        ``tensorop``: the SM80 tensor-op Fprop kernel of DESIGN section 3a (warp-raked thread maps,
+        ``cp.async``); needs dtype fp16/bf16, nhwc, fprop, vector 8, tile_k 32 or 64, stages >= 3, tile_n
+        dividing 256, and warps dividing tile_m / (256 / tile_k) and tile_n / (256 / tile_k).
     """
 
     tile_m: int = 128
@@ -97,6 +131,7 @@ class KernelConfig:
     ctas_per_sm: int | None = None
     swizzle_log: int = 0
     op: str = "fprop"
+    math: str = "simt"
 
     def __post_init__(self):
         for field in ("tile_m", "tile_n", "tile_k", "threads", "vector", "stages", "regs_per_thread"):
@@ -117,6 +152,10 @@ class KernelConfig:
                              f"got layout {self.layout!r}")
         if self.dtype not in DTYPE_BYTES:
             raise ValueError(f"KernelConfig.dtype must be one of {tuple(DTYPE_BYTES)}, got {self.dtype!r}")
+        if self.math not in MATHS:
+            raise ValueError(f"KernelConfig.math must be one of {MATHS}, got {self.math!r}")
+        if self.math == "tensorop":
+            _tensorop.check_kernel(self)
         if self.layout == "nchw" and self.vector != 1:
             raise ValueError(f"KernelConfig.vector must be 1 for layout 'nchw', got {self.vector}")
         if self.vector * self.elem_bytes > 16:
@@ -140,12 +179,16 @@ class KernelConfig:
 
     @property
     def thread_map_a(self) -> ThreadMap:
+        if self.math == "tensorop":             # fprop nhwc: contiguous channels, strided rows m
+            return _tensorop.raked_map("A", self.tile_k, self.tile_m, self.threads, self.vector, ThreadMap)
         if self.layout == "nchw" or self.op == "wgrad":     # contiguous rows m (nchw) or filters k (wgrad)
             return make_thread_map(self._operand("A"), self.tile_m, self.tile_k, self.threads, self.vector)
         return make_thread_map(self._operand("A"), self.tile_k, self.tile_m, self.threads, self.vector)
 
     @property
     def thread_map_b(self) -> ThreadMap:
+        if self.math == "tensorop":             # fprop nhwc: contiguous channels, strided filters k
+            return _tensorop.raked_map("B", self.tile_k, self.tile_n, self.threads, self.vector, ThreadMap)
         if self.op == "fprop":
             return make_thread_map("B", self.tile_k, self.tile_n, self.threads, self.vector)
         return make_thread_map(self._operand("B"), self.tile_n, self.tile_k, self.threads, self.vector)
@@ -178,7 +221,7 @@ class KernelConfig:
         layer the kernel cannot run (`traces.grouped.check_grouped`)."""
         check_grouped(layer, self)
         name = layer.name or layer
-        if self.layout == "nhwc" and layer.c % self.vector:
+        if self.layout == "nhwc" and layer.c % _tensorop.alignment(self, layer):
             raise ValueError(f"layer {name}: C={layer.c} is not a multiple of "
                              f"KernelConfig.vector={self.vector} (nhwc contiguous extent)")
         if self.op != "fprop" and layer.k % self.vector:
@@ -191,11 +234,12 @@ class KernelConfig:
     @classmethod
     def from_tile(cls, text: str, **kwargs) -> "KernelConfig":
         """Parse ``'128x128x8'`` into tile_m, tile_n, tile_k."""
-        parts = str(text).lower().split("x")
-        if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-            raise ValueError(f"tile must look like MxNxK (e.g. 128x128x8), got {text!r}")
-        m, n, k = (int(p) for p in parts)
+        m, n, k = parse_tile(text)
         return cls(tile_m=m, tile_n=n, tile_k=k, **kwargs)
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every field; ``math`` only when not "simt" (so SIMT kernels keep their cache and results keys)."""
+        out = dataclasses.asdict(self)
+        if out["math"] == "simt":
+            del out["math"]
+        return out

@@ -35,11 +35,17 @@ def package_version() -> str:
         return "0+unknown"
 
 
+#: GPU fields added after the cache format that only the timing model reads: left out of the key, so
+#: results simulated before they existed stay valid (no peak changes a simulated count)
+_TIMING_ONLY_GPU_FIELDS = ("fp16_tflops", "bf16_tflops")
+
+
 def cache_key(layer, gpu, kernel) -> str:
     """Key of one simulation in a cache directory."""
     layer_dict = layer.as_dict()
     layer_dict.pop("name", None)
-    gpu_dict = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(gpu).items()}
+    gpu_dict = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(gpu).items()
+                if k not in _TIMING_ONLY_GPU_FIELDS}
     from simcore.hierarchy import SIM_VERSION
     text = json.dumps({"layer": layer_dict, "gpu": gpu_dict, "kernel": kernel.as_dict(),
                        "version": package_version(), "sim_version": SIM_VERSION}, sort_keys=True)

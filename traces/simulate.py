@@ -56,7 +56,7 @@ def simulate_layer(layer, gpu, kernel, *, jobs=None, max_sectors: int = _CHUNK_S
     if end >= _MAX_ADDRESS:                         # the one check of feed's that depends on the layer
         raise ValueError(f"layer {layer.name or layer!r} needs {end} bytes of tensors, above the "
                          f"simulator's address limit 2**47")
-    gen = _Generator(plan, max_sectors, lean=True)   # only sm, operand, is_store, first, count, sectors
+    gen = _Generator(plan, max_sectors, lean=True)   # only sm, operand, kind, first, count, sectors
     bufs = gen.new_buffers()
     with _numba_threads(jobs):
         while True:
@@ -65,6 +65,6 @@ def simulate_layer(layer, gpu, kernel, *, jobs=None, max_sectors: int = _CHUNK_S
                 break
             # trusted path: the generator's arrays have the hierarchy's dtypes and valid values
             # (addresses bounded above), so the per-chunk numpy checks of ``feed`` are skipped
-            hierarchy._feed_unchecked(chunk.sm, chunk.operand, chunk.is_store, chunk.first, chunk.count,
+            hierarchy._feed_unchecked(chunk.sm, chunk.operand, chunk.kind, chunk.first, chunk.count,
                                       chunk.sectors, top=end)
     return hierarchy.metrics()

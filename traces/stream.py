@@ -53,7 +53,9 @@ from ._layout import (
     _N, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _M, _GK, _TM, _TN, _TK, _THREADS,
     _NCHW, _EB, _V, _TCA, _TSA, _IA, _TCB, _TSB, _IB, _SMS, _SLOTS, _TILES_M, _TILES_N, _SWZ, _NBLOCKS,
     _KSTEPS, _KBLK, _XB, _WB, _YB, _SSH, _STEP_REQ, _STEP_SEC, _UNI, _RPW, _ALN, _OP, _GN, _TMPF, _NPQ,
-    _GPC, _CG, _KG, _NPARAMS, _ST_DONE, _F_SKIP, _F_NR, _F_NS, _F_PP, _F_QQ, _F_KSTEPS, _F_COLS)
+    _GPC, _CG, _KG, _KA, _KB, _SROWS, _SCOLS, _NPARAMS, _ST_DONE, _F_SKIP, _F_NR, _F_NS, _F_PP, _F_QQ, _F_KSTEPS,
+    _F_COLS)
+from . import _tensorop
 from .epilogue import store_row_order
 from .grouped import groups_per_cta
 from .kernel import OPS, KernelConfig
@@ -72,7 +74,7 @@ class RequestChunk(NamedTuple):
     sm: np.ndarray         # int32
     cta: np.ndarray        # int64, linear block id
     operand: np.ndarray    # uint8, 0 A (input), 1 B (filter), 2 C (output)
-    is_store: np.ndarray   # uint8
+    kind: np.ndarray       # uint8, simcore.metrics.KIND_*: 0 ld, 1 st, 2 cp.async.cg, 3 cp.async.ca
     kstep: np.ndarray      # int32, k-step (stores: the CTA's number of k-steps)
     first: np.ndarray      # int64, index of the request's first sector in `sectors`
     count: np.ndarray      # int32, number of sectors (>= 1)
@@ -124,22 +126,20 @@ def _frozen(array):
 
 
 @functools.lru_cache(maxsize=64)        # plan_stream runs per layer: these are the same for a kernel
-def _segments(tmap, threads: int):
-    """Per warp, the runs of lanes sharing a strided index (contiguous offsets consecutive)."""
+def _segments(tmap, threads: int, align: int):
+    """Per warp and sub-access, the runs of lanes sharing a strided index whose accessed elements are
+    consecutive; a vector is loaded by vector / align accesses of align elements (runs w * subs + v)."""
     rows, starts = [], [0]
     for warp in range(threads // 32):
-        lane = 0
-        while lane < 32:
-            t = 32 * warp + lane
-            so = t // tmap.t_c
-            co_lo = (t % tmap.t_c) * tmap.vector
-            end = lane
-            while end < 32 and (32 * warp + end) // tmap.t_c == so:
-                end += 1
-            co_hi = ((32 * warp + end - 1) % tmap.t_c) * tmap.vector + tmap.vector
-            rows.append((so, co_lo, co_hi))
-            lane = end
-        starts.append(len(rows))
+        for sub in range(0, tmap.vector, align):
+            for t in range(32 * warp, 32 * warp + 32):
+                so = tmap.strided_offset(t)
+                co = tmap.contiguous_offset(t) + sub
+                if len(rows) > starts[-1] and rows[-1][0] == so and rows[-1][2] == co:
+                    rows[-1] = (so, rows[-1][1], co + align)
+                else:
+                    rows.append((so, co, co + align))
+            starts.append(len(rows))
     return _frozen(np.array(rows, dtype=np.int64).reshape(-1, 3)), _frozen(np.array(starts, dtype=np.int64))
 
 
@@ -154,9 +154,12 @@ def check_instances(layer, gpu, kernel) -> None:
 
 
 def check_types(layer, gpu, kernel) -> None:
-    """Type checks shared by the simulator and the analytic model, plus kernel.check_layer(layer)."""
+    """Type checks shared by the simulator and the analytic model, plus kernel.check_layer(layer) and, for
+    tensor-op kernels, tensor cores on ``gpu`` that take the kernel's dtype."""
     check_instances(layer, gpu, kernel)
     kernel.check_layer(layer)
+    if kernel.math == "tensorop":
+        gpu.tensor_tflops_for(kernel.dtype)     # ValueError: this GPU's tensor cores do not take the dtype
 
 
 def check_inputs(layer, gpu, kernel) -> int:
@@ -220,26 +223,29 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
     sb = gpu.sector_bytes
     # sectors one lane can touch: a lane's bytes start at a multiple of v*eb (bases are 256-aligned,
     # contiguous offsets and extents are multiples of v), so one sector when v*eb divides the sector
-    lane_span = 1 if sb % (v * eb) == 0 else -(-(v * eb) // sb) + 1
+    align = _tensorop.alignment(kernel, layer)   # elements per access (tensor-op: gcd(C, 8))
+    lane_span = 1 if sb % (align * eb) == 0 else -(-(align * eb) // sb) + 1
     warps = kernel.warps
-    kstep_req = warps * (ta.iterations + tb.iterations)
+    kstep_req = warps * (ta.iterations + tb.iterations) * (v // align)
+    store_rows, store_cols = _tensorop.store_shape(kernel)
     if nchw:
         store_req = kernel.tile_n * (-(-kernel.tile_m // 32))
     else:
-        store_req = kernel.tile_m * (-(-kernel.tile_n // 32))
+        store_req = kernel.tile_m // store_rows * (-(-kernel.tile_n // store_cols))
     step_req = max(kstep_req, store_req)
     step_sec = max(kstep_req, store_req) * 32 * lane_span
     x_base, w_base, y_base = tensor_bases(layer, kernel)
     # fprop and dgrad nhwc with t_c dividing 32: every segment of A is one whole tile row, a warp's
     # segments are `rpw` consecutive rows, all with the k-step's channel range (fprop: B too)
     # (grouped layers take the segment path of `traces._group_steps`)
-    uni = not nchw and op != "wgrad" and 32 % ta.t_c == 0 and not gpc
+    uni = not nchw and op != "wgrad" and 32 % ta.t_c == 0 and align == v and not gpc
     # ... and every A row address a multiple of the sector (fprop: B's too): a k-step's rows all span the
     # same number of sectors, starting at the row address plus the same offset
     if op == "fprop":
         aln = uni and (layer.c * eb) % sb == 0 and x_base % sb == 0 and w_base % sb == 0
     else:                                   # dgrad: A = dy
         aln = uni and (layer.k * eb) % sb == 0 and y_base % sb == 0
+    kinds = _tensorop.operand_kinds(kernel, layer)
     params = np.zeros(_NPARAMS, dtype=np.int64)
     vals = {
         _N: layer.n, _C: layer.c, _H: layer.h, _W: layer.w, _K: layer.k, _R: layer.r, _S: layer.s,
@@ -254,11 +260,12 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
         _UNI: int(uni), _RPW: 32 // ta.t_c if uni else 0, _ALN: int(aln),
         _OP: OPS.index(op), _GN: gemm_n, _TMPF: per_filter, _NPQ: layer.gemm_m,
         _GPC: gpc, _CG: layer.c_per_group, _KG: layer.k_per_group,
+        _KA: kinds[0], _KB: kinds[1], _SROWS: store_rows, _SCOLS: store_cols,
     }
     for key, value in vals.items():
         params[key] = value
-    seg_a, seg_a_start = _segments(ta, kernel.threads)
-    seg_b, seg_b_start = _segments(tb, kernel.threads)
+    seg_a, seg_a_start = _segments(ta, kernel.threads, align if op == "fprop" else v)
+    seg_b, seg_b_start = _segments(tb, kernel.threads, align if op == "fprop" else v)
     thr_a = _thread_offsets(ta, kernel.threads)
     perm_a = _request_order(ta, warps, kernel.tile_m, uni)
     perm_b = _request_order(tb, warps, kernel.tile_n, uni and op == "fprop")
@@ -272,19 +279,20 @@ def plan_stream(layer: ConvLayer, gpu: GPU, kernel: KernelConfig) -> StreamPlan:
 @functools.lru_cache(maxsize=64)
 def _thread_offsets(tmap, threads: int) -> np.ndarray:
     """(threads, 2): each thread's contiguous and strided offset."""
-    t = np.arange(threads, dtype=np.int64)
-    return _frozen(np.stack([(t % tmap.t_c) * tmap.vector, t // tmap.t_c], axis=1))
+    return _frozen(np.array([(tmap.contiguous_offset(t), tmap.strided_offset(t)) for t in range(threads)],
+                            dtype=np.int64).reshape(-1, 2))
 
 
 @functools.lru_cache(maxsize=64)
 def _request_order(tmap, warps: int, rows: int, uni: bool) -> np.ndarray:
     """The order the generator stores an operand's `rows` tile rows in: under _UNI request order (warp
-    wp, iteration j: rows wp*rpw + j*t_s + 0 .. rpw-1), else the identity."""
+    wp, iteration j: rows so + j*t_s + 0 .. rpw-1, so the strided offset of the warp's lane 0: stripmined
+    wp*rpw, warp-raked wp*rpw*iterations), else the identity."""
     if not uni:
         return _frozen(np.arange(rows, dtype=np.int64))
     rpw = 32 // tmap.t_c
-    return _frozen(np.array([wp * rpw + j * tmap.t_s + x for wp in range(warps) for j in range(tmap.iterations)
-                             for x in range(rpw)], dtype=np.int64))
+    return _frozen(np.array([tmap.strided_offset(32 * wp) + j * tmap.t_s + x for wp in range(warps)
+                             for j in range(tmap.iterations) for x in range(rpw)], dtype=np.int64))
 
 
 class _Generator:
@@ -292,7 +300,7 @@ class _Generator:
 
     ``lean=True``: `new_buffers` gives None for round, cta and kstep, which are then not written, and
     `fill` returns chunks with None in those fields (`simulate_layer` needs only sm, operand,
-    is_store, first, count and sectors)."""
+    kind, first, count and sectors)."""
 
     def __init__(self, plan: StreamPlan, max_sectors: int, lean: bool = False):
         self.plan = plan

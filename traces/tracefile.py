@@ -2,7 +2,7 @@
 
 Layout of a file (format ``"deltasim-trace"``, version `FORMAT_VERSION`)::
 
-    /round, /sm, /cta, /operand, /is_store, /kstep, /first, /count    one entry per warp-level request,
+    /round, /sm, /cta, /operand, /kind, /kstep, /first, /count        one entry per warp-level request,
                                                                       in global issue order
     /sectors                                                          int64 byte addresses, flat
     attrs: format, format_version, package_version, layer, kernel, gpu (JSON), requests, sectors,
@@ -39,11 +39,11 @@ from .stream import RequestChunk, check_instances
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "TraceFile", "read_trace", "replay", "write_trace"]
 
 FORMAT_NAME = "deltasim-trace"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2         # 2: /kind (request kinds, simcore.metrics.KIND_*) replaces /is_store
 
 #: per-request datasets and their dtypes (the fields of `RequestChunk` before ``sectors``)
 REQUEST_FIELDS = (("round", np.int64), ("sm", np.int32), ("cta", np.int64), ("operand", np.uint8),
-                  ("is_store", np.uint8), ("kstep", np.int32), ("first", np.int64), ("count", np.int32))
+                  ("kind", np.uint8), ("kstep", np.int32), ("first", np.int64), ("count", np.int32))
 COMPRESSIONS = ("lzf", "gzip")
 _REQUEST_CHUNK = 1 << 16     # HDF5 chunk of the request datasets (elements)
 _SECTOR_CHUNK = 1 << 18      # HDF5 chunk of the sectors dataset (elements, 2 MiB)
@@ -86,7 +86,7 @@ def _normalise_chunk(index: int, chunk, sms: int):
                   ("first", (first < 0) | (first + count > len(sectors)),
                    f"must index within the chunk's {len(sectors)} sectors"),
                   ("operand", arrays["operand"] > 2, "must be 0 (A), 1 (B) or 2 (C)"),
-                  ("is_store", arrays["is_store"] > 1, "must be 0 or 1"),
+                  ("kind", arrays["kind"] > 3, "must be 0 (ld), 1 (st), 2 (cp.async.cg) or 3 (cp.async.ca)"),
                   ("sm", (arrays["sm"] < 0) | (arrays["sm"] >= sms), f"must be in [0, {sms})"))
         for field, bad, what in checks:
             if bad.any():
@@ -321,5 +321,5 @@ def replay(trace, hierarchy=None, *, max_requests: int = 1 << 16) -> dict:
         from simcore.hierarchy import Hierarchy
         hierarchy = Hierarchy.for_gpu(trace.gpu, trace.kernel.l1_config(trace.gpu))
     for chunk in trace.iter_chunks(max_requests=max_requests):
-        hierarchy.feed(chunk.sm, chunk.operand, chunk.is_store, chunk.first, chunk.count, chunk.sectors)
+        hierarchy.feed(chunk.sm, chunk.operand, chunk.kind, chunk.first, chunk.count, chunk.sectors)
     return hierarchy.metrics()

@@ -98,29 +98,41 @@ def reuse_factors_class():
 
 # ---- kernel / GPU options ------------------------------------------------------------------------
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
+    """The kernel options: ``--kernel NAME`` (a `traces.KERNELS` preset, default simt_128x128x8) is the base,
+    every other option given overrides its field."""
+    from traces.kernel import DTYPE_BYTES, MATHS
     group = parser.add_argument_group("kernel")
-    group.add_argument("--tile", default="128x128x8", metavar="MxNxK",
-                       help="CTA tile tile_m x tile_n x tile_k (default: %(default)s)")
-    group.add_argument("--layout", default="nhwc", choices=("nhwc", "nchw"),
-                       help="tensor layout (default: %(default)s)")
-    group.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"),
-                       help="element type (default: %(default)s)")
-    group.add_argument("--vector", default=1, type=parse_positive_int, metavar="V",
-                       help="elements per thread access (default: %(default)s)")
-    group.add_argument("--threads", default=256, type=parse_positive_int, metavar="T",
-                       help="threads per CTA (default: %(default)s)")
+    group.add_argument("--kernel", default=None, metavar="NAME",
+                       help="named kernel of traces.KERNELS, the base the options below override "
+                            "(default: simt_128x128x8)")
+    group.add_argument("--tile", default=None, metavar="MxNxK",
+                       help="CTA tile tile_m x tile_n x tile_k (default: the kernel's, 128x128x8)")
+    group.add_argument("--layout", default=None, choices=("nhwc", "nchw"),
+                       help="tensor layout (default: the kernel's, nhwc)")
+    group.add_argument("--dtype", default=None, choices=tuple(DTYPE_BYTES),
+                       help="element type (default: the kernel's, fp32)")
+    group.add_argument("--vector", default=None, type=parse_positive_int, metavar="V",
+                       help="elements per thread access (default: the kernel's, 1)")
+    group.add_argument("--threads", default=None, type=parse_positive_int, metavar="T",
+                       help="threads per CTA (default: the kernel's, 256)")
+    group.add_argument("--math", default=None, choices=MATHS,
+                       help="CUDA cores (simt) or SM80 tensor cores (tensorop) (default: the kernel's, simt)")
     group.add_argument("--op", default="fprop", choices=("fprop", "dgrad", "wgrad", "train"),
                        help="convolution pass of the forward layer, or train: all three passes of a training "
                             "step, each layer's and the step's total (default: %(default)s)")
 
 
 def kernel_from_args(args):
-    """Build the KernelConfig from --tile/--layout/--dtype/--vector/--threads/--op (ValueError if invalid)."""
-    from traces import KernelConfig
+    """Build the KernelConfig from --kernel, then --tile/--layout/--dtype/--vector/--threads/--math/--op
+    (CLIError if invalid)."""
+    from traces.presets import kernel_from_options
     try:
-        return KernelConfig.from_tile(args.tile, layout=args.layout, dtype=args.dtype, vector=args.vector,
-                                      threads=args.threads, op=_first_op(args))
+        return kernel_from_options(getattr(args, "kernel", None), tile=args.tile, layout=args.layout,
+                                   dtype=args.dtype, vector=args.vector, threads=args.threads,
+                                   math=getattr(args, "math", None), op=_first_op(args))
     except (TypeError, ValueError) as err:
+        if "unknown kernel" in str(err):
+            raise CLIError(f"--kernel: {err}") from None
         raise CLIError(f"--tile {args.tile}: {err}" if "tile must look like" in str(err) else str(err)) from None
 
 

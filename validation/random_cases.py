@@ -29,12 +29,18 @@ Kernel (``KernelConfig``): tile_m and tile_n in {32, 64, 128, 256}; tile_k in {8
 nhwc, the largest of {2, 4, 8} (with probability 0.5) that fits 16 bytes and divides C;
 swizzle_log 0 (0.5) or 1-3; ctas_per_sm forced (0.2) to a value from 1 to the occupancy limit.
 
+Math: with probability 0.25 (a generator of its own, ``PCG64([seed, i, 3])``, drawn after the kernel), on
+a GPU with tensor cores, the kernel becomes an SM80 tensor-op one (``math="tensorop"``, DESIGN section 3a):
+tile_m in {64, 128, 256}, tile_n in {64, 128, 256}, tile_k in {32, 64}, threads in {64, 128, 256}, stages
+3 or 4, fp16 or (where the tensor cores take it) bf16, the SIMT draw's swizzle; a draw the warp-raked map
+cannot tile or that does not fit the GPU keeps the SIMT kernel. Tensor-op kernels are fprop.
+
 Op: for nhwc kernels, fprop (0.5), dgrad (0.25) or wgrad (0.25), drawn last from a generator of its
 own (``PCG64([seed, i, 1])``), so the layer, GPU and kernel of a case do not depend on it; a backward
 pass the kernel cannot run on the layer (its vector does not divide K) stays fprop. nchw kernels are
 fprop (DESIGN section 3a defines the backward passes for nhwc).
 
-Groups: an fprop nhwc case becomes grouped with probability 0.25, drawn after everything else from a
+Groups: an fprop nhwc SIMT case becomes grouped with probability 0.25, drawn after everything else from a
 generator of its own (``PCG64([seed, i, 2])``), so every other case is unchanged and a grouped case keeps
 its family, GPU and kernel: depthwise (0.5; K = C = groups, needs vector 1) or grouped (groups drawn
 uniformly from those in {2, 4, 8, 16, 32, 64} that divide C and K, give C/groups a multiple of the vector
@@ -91,6 +97,7 @@ class RandomCase(NamedTuple):
         geo = (f"n{l.n} c{l.c} {l.h}x{l.w} k{l.k} {l.r}x{l.s} s{l.stride[0]}x{l.stride[1]} "
                f"p{l.pad[0]}x{l.pad[1]} d{l.dilation[0]}x{l.dilation[1]}" + (f" g{l.groups}" if l.groups > 1 else ""))
         ker = (f"{k.op} {k.tile_m}x{k.tile_n}x{k.tile_k} t{k.threads} {k.layout} {k.dtype} v{k.vector} "
+               f"{'tensorop s' + str(k.stages) + ' ' if k.math == 'tensorop' else ''}"
                f"swz{k.swizzle_log}" + (f" cta{k.ctas_per_sm}" if k.ctas_per_sm else ""))
         gpu = self.gpu.name + (f" ({self.gpu_change})" if self.gpu_change else "")
         return f"{geo} | {ker} | {gpu}"
@@ -195,9 +202,29 @@ def _draw_kernel(rng, layer, gpu):
     return kernel
 
 
+def _draw_math(seed, index, gpu, kernel):
+    """The kernel, or (module docstring) a tensor-op kernel in its place."""
+    from traces import KernelConfig
+    rng = np.random.Generator(np.random.PCG64([int(seed), int(index), 3]))
+    if rng.random() >= 0.25 or not gpu.tensor_dtypes or not gpu.tensor_tflops > 0:
+        return kernel
+    tm, tn = (int(rng.choice([64, 128, 256])) for _ in range(2))
+    tk = int(rng.choice([32, 64]))
+    threads = int(rng.choice([64, 128, 256]))
+    stages = int(rng.choice([3, 4]))
+    dtype = str(rng.choice(gpu.tensor_dtypes))
+    try:
+        tensorop = KernelConfig(tile_m=tm, tile_n=tn, tile_k=tk, threads=threads, dtype=dtype, vector=8,
+                                stages=stages, swizzle_log=kernel.swizzle_log, math="tensorop")
+        tensorop.l1_config(gpu)
+    except ValueError:
+        return kernel
+    return tensorop
+
+
 def _draw_op(seed, index, layer, kernel):
     """The kernel with the case's op (module docstring)."""
-    if kernel.layout != "nhwc":
+    if kernel.layout != "nhwc" or kernel.math != "simt":
         return kernel
     u = np.random.Generator(np.random.PCG64([int(seed), int(index), 1])).random()
     if u < 0.5:
@@ -212,7 +239,7 @@ def _draw_op(seed, index, layer, kernel):
 
 def _draw_groups(seed, index, layer, kernel, max_sectors):
     """The case's layer, grouped or depthwise with probability 0.25 (module docstring), else unchanged."""
-    if kernel.op != "fprop" or kernel.layout != "nhwc":
+    if kernel.op != "fprop" or kernel.layout != "nhwc" or kernel.math != "simt":
         return layer
     rng = np.random.Generator(np.random.PCG64([int(seed), int(index), 2]))
     if rng.random() >= 0.25:
@@ -254,7 +281,7 @@ def random_case(seed: int, index: int, max_sectors: int = DEFAULT_MAX_SECTORS) -
         try:
             layer = _draw_layer(rng, f"{seed}_{index}")
             gpu, change = _draw_gpu(rng)
-            kernel = _draw_op(seed, index, layer, _draw_kernel(rng, layer, gpu))
+            kernel = _draw_op(seed, index, layer, _draw_math(seed, index, gpu, _draw_kernel(rng, layer, gpu)))
         except ValueError:
             continue                      # a thread map that does not tile, a kernel that does not fit
         while simulated_sectors(layer, kernel) > max_sectors and layer.n > 1:

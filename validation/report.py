@@ -12,12 +12,16 @@ __all__ = ["TABLE_METRICS", "SUMMARY_METRICS", "eng", "eng_time", "pct", "layer_
 TABLE_METRICS = (
     ("L1 load requests", M.L1_LD_REQUESTS, "count"),
     ("L1 load sectors", M.L1_LD_SECTORS, "count"),
+    ("L1 cp.async.ca sec", M.L1_LDGSTS_ACCESS_SECTORS, "count"),
+    ("L1 cp.async.cg sec", M.L1_LDGSTS_BYPASS_SECTORS, "count"),
     ("L1 hit rate", "l1_hit_rate", "rate"),
     ("L2 read sectors", M.L2_RD_SECTORS, "count"),
     ("L2 hit rate", "l2_hit_rate", "rate"),
     ("DRAM read sectors", M.DRAM_RD_SECTORS, "count"),
     ("DRAM write sectors", M.DRAM_WR_SECTORS, "count"),
 )
+#: Rows left out of a table where neither side has any (cp.async: tensor-op kernels only).
+_OPTIONAL_ROWS = (M.L1_LDGSTS_ACCESS_SECTORS, M.L1_LDGSTS_BYPASS_SECTORS)
 #: Keys summarised (mean / worst absolute relative error) over the layers: table rows, then the rest.
 SUMMARY_METRICS = tuple(key for _, key, _ in TABLE_METRICS) + tuple(
     key for key in M.METRICS if key not in {k for _, k, _ in TABLE_METRICS})
@@ -118,6 +122,8 @@ def _metric_table(simulated, predicted, errors, measured=None, measured_errors=N
         head += f"{'measured':>11}{'sim err':>9}{'pred err':>9}"
     lines = [head]
     for label, key, kind in TABLE_METRICS:
+        if key in _OPTIONAL_ROWS and not simulated.get(key) and not predicted.get(key):
+            continue
         line = (f"{indent}{label:<20}{_value(kind, simulated.get(key)):>11}"
                 f"{_value(kind, predicted.get(key)):>11}{pct(errors.get(key)):>9}")
         if with_meas:
@@ -155,10 +161,12 @@ def totals_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def _stats_rows(stats: dict, width: int, indent="  ") -> list:
+def _stats_rows(stats: dict, width: int, indent="  ", skip=()) -> list:
     lines = []
     for label, key, _ in TABLE_METRICS:
         row = stats.get(key) or {}
+        if key in skip:
+            continue
         lines.append(f"{indent}{label:<{width}}{pct(row.get('mean_abs'), False):>12}"
                      f"{pct(row.get('worst_abs'), False):>13}  {row.get('worst_layer') or '-'}")
     return lines
@@ -171,11 +179,14 @@ def error_table(summary: dict) -> str:
     head = f"  {'metric':<{width}}{'mean |err|':>12}{'worst |err|':>13}  worst layer"
     lines = ["relative error of the prediction vs simulation, over layers (hit rates: difference in "
              "percentage points; every metric: --json)", head]
-    lines += _stats_rows(summary.get("errors") or {}, width)
+    totals = summary.get("totals") or {}
+    skip = [key for key in _OPTIONAL_ROWS
+            if not (totals.get("simulated") or {}).get(key) and not (totals.get("predicted") or {}).get(key)]
+    lines += _stats_rows(summary.get("errors") or {}, width, skip=skip)
     for which in ("simulated", "predicted"):
         if measured.get(which):
             lines += ["", f"relative error of the {which} values vs measured (ncu), over layers", head]
-            lines += _stats_rows(measured[which], width)
+            lines += _stats_rows(measured[which], width, skip=skip)
     return "\n".join(lines)
 
 
@@ -364,7 +375,13 @@ def plot_document(doc: dict, path) -> dict:
     fig, axes = plt.subplots(2, 4, figsize=(16, 8))
     axes = axes.ravel()
     notes = {}
-    for ax, (label, key, kind) in zip(axes, TABLE_METRICS):
+    # L1 load rows of a kind no layer has on either side are left out (SIMT: cp.async; tensor-op: ld)
+    loads = (M.L1_LD_REQUESTS, M.L1_LD_SECTORS) + _OPTIONAL_ROWS
+    present = {key for e in entries for side in ("simulated", "predicted") for key in loads
+               if (e.get(side) or {}).get(key)}
+    panels = [m for m in TABLE_METRICS if m[1] not in loads or m[1] in present
+              or (m[1] not in _OPTIONAL_ROWS and not present & set(_OPTIONAL_ROWS))][:len(axes)]
+    for ax, (label, key, kind) in zip(axes, panels):
         pairs = [(e["simulated"].get(key), (e.get("predicted") or {}).get(key), e.get("op") or "fprop")
                  for e in entries]
         pairs = [(s, p, op) for s, p, op in pairs if _drawable(kind, s) and _drawable(kind, p)]
@@ -386,7 +403,7 @@ def plot_document(doc: dict, path) -> dict:
         ax.set_xlabel("simulated")
         ax.set_ylabel("predicted")
         ax.grid(True, which="both", alpha=0.3)
-    for ax in axes[len(TABLE_METRICS):]:
+    for ax in axes[len(panels):]:
         ax.axis("off")
     gpu = (doc.get("gpu") or {}).get("name", "?")
     op = doc.get("op") or (doc.get("kernel") or {}).get("op") or "fprop"

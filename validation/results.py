@@ -43,12 +43,17 @@ def _plain(value):
 
 
 def with_rates(values: dict) -> dict:
-    """``values`` plus ``l1_hit_rate`` and ``l2_hit_rate`` (load-sector hits / lookups) where defined."""
+    """``values`` plus ``l1_hit_rate`` and ``l2_hit_rate`` (load-sector hits / lookups) where defined; the
+    L1's lookups are the ``ld`` and the ``cp.async.ca`` sectors (tensor-op kernels)."""
     out = {key: _plain(value) for key, value in values.items()}
-    for name, hits, total in (("l1_hit_rate", M.L1_LD_HITS, M.L1_LD_SECTORS),
-                              ("l2_hit_rate", M.L2_RD_HITS, M.L2_RD_SECTORS)):
-        if name not in out and out.get(hits) is not None and out.get(total):
-            out[name] = float(out[hits]) / float(out[total])
+    for name, hits, total in (("l1_hit_rate", (M.L1_LD_HITS, M.L1_LDGSTS_ACCESS_HITS),
+                               (M.L1_LD_SECTORS, M.L1_LDGSTS_ACCESS_SECTORS)),
+                              ("l2_hit_rate", (M.L2_RD_HITS,), (M.L2_RD_SECTORS,))):
+        if name in out or out.get(hits[0]) is None:
+            continue
+        lookups = sum(float(out.get(key) or 0) for key in total)
+        if lookups:
+            out[name] = sum(float(out.get(key) or 0) for key in hits) / lookups
     return out
 
 
