@@ -27,7 +27,7 @@ Counting rules (proved in MODEL.md):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from simcore._jit import njit
 
 from traces.kernel import KernelConfig
 from traces.layer import ConvLayer

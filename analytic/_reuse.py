@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from simcore._jit import njit
 
 from ._counts import _range_1d
 from ._l2 import l2_miss_prob
@@ -10,7 +10,7 @@ from ._l2 import l2_miss_prob
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _l2.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "e27a47d9587bee81"
+_JIT_DEPS_SHA256 = "814b458949437a14"
 
 
 @njit(cache=True)

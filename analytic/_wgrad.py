@@ -11,14 +11,14 @@ back, by the same box-overlap rule as fprop's `reuse_histogram`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from simcore._jit import njit
 
 from ._counts import _range_1d
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "fd16b8cdbc6109c4"
+_JIT_DEPS_SHA256 = "4a657500439f9bd9"
 
 __all__ = ["pixel_reuse"]
 

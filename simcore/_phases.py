@@ -130,14 +130,15 @@ times: L1 0.97-0.98, L2 bucketing 0.99-1.05: no change beyond the noise.
 from __future__ import annotations
 
 import numpy as np
-from numba import get_thread_id, njit, prange
+from numba import get_thread_id, prange
 
+from ._jit import njit
 from .cache import _U, _access, _access_mapped, _cache_rows, _set_of
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "60d2f6d5a382d7f9"
+_JIT_DEPS_SHA256 = "d075b6282303f085"
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -434,11 +435,13 @@ def _l2_bucket_parallel(keys, sectors, req_op, req_kind, req_first, req_count, h
     n = req_op.shape[0]
     parts = hist.shape[0]
     for t in prange(parts):
-        _count_part(keys, req_first, req_count, n * t // parts, n * (t + 1) // parts, hist, t)
+        # np.int64(t): the prange index is typed uint64 in the parallel body and int64 in the serial
+        # typing before it, which compiled _count_part and _scatter_part twice (compile time only)
+        _count_part(keys, req_first, req_count, n * t // parts, n * (t + 1) // parts, hist, np.int64(t))
     _offsets(hist, starts)
     for t in prange(parts):
         _scatter_part(keys, sectors, req_op, req_kind, req_first, req_count, n * t // parts, n * (t + 1) // parts,
-                      hist, t, packed, shifts, slices, slice_shift, g2)
+                      hist, np.int64(t), packed, shifts, slices, slice_shift, g2)
 
 
 @njit(cache=True, _nrt=False)

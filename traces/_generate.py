@@ -12,7 +12,7 @@ fields and the single buffer allocation; 2.2-2.7 ns after, 1.9-2.6 in ``lean`` m
 where they apply."""
 from __future__ import annotations
 
-import numba
+from simcore._jit import njit
 
 from ._backward import _dgrad_filters, _dgrad_position, _start_dgrad, _start_wgrad, _step_dgrad, _step_wgrad
 from ._layout import (
@@ -25,10 +25,10 @@ from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 # code and constants from _steps.py, _backward.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "6a2ac24f20f7b9b6"
+_JIT_DEPS_SHA256 = "52f1d36a25631e40"
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _refill(prm, maps, sched, rows, nxt):
     """One dispatch phase: passes over the SMs, each SM with a free slot takes the next block, until a
     pass takes none or the blocks run out. Returns the next block. Blocks outside the grid, and strided
@@ -84,7 +84,7 @@ def _refill(prm, maps, sched, rows, nxt):
             return nxt
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _generate(prm, maps, sched, rows, scratch, out):
     """Fill the output buffers `out` from where `sched` stopped; return (requests, sectors) written.
 

@@ -19,7 +19,7 @@ from traces.simcache import package_version  # noqa: F401  (re-exported for the 
 
 __all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_write", "check_output_path",
            "add_kernel_arguments", "kernel_from_args", "op_kernels", "resolve_gpu", "cli_main",
-           "rel_error", "parse_positive_int", "simulate_layer", "predict_layer", "reuse_factors_class"]
+           "rel_error", "parse_positive_int", "announce_first_run", "simulate_layer", "predict_layer", "reuse_factors_class"]
 
 
 class CLIError(ValueError):
@@ -31,6 +31,17 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message):  # noqa: D401 - argparse API
         raise CLIError(message)
+
+
+def announce_first_run(stream=None) -> bool:
+    """Say on ``stream`` (default stderr), in one line, that this run compiles the simulator and the model
+    when their main kernels are not in Numba's on-disk cache yet (a fresh clone: about half a minute
+    instead of seconds); nothing on later runs. Returns whether it said so (``simcore._jit.compile_notice``)."""
+    from analytic._counts_fprop import _l1_nhwc
+    from simcore._jit import compile_notice
+    from simcore._phases import _l1_sm
+    from traces._generate import _generate
+    return compile_notice((_l1_sm, _generate, _l1_nhwc), sys.stderr if stream is None else stream)
 
 
 def parse_positive_int(text: str) -> int:
