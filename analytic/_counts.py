@@ -132,6 +132,16 @@ def _rows(N, P, Q, plo, phi, qlo, qhi, g, An, Ap, Aq, b, L):
 
 
 @njit(cache=True)
+def _ramp(x, lo, hi):
+    """L1 hit probability of a reuse at relative distance x (1 below lo, 0 above hi)."""
+    if x <= lo:
+        return 1.0
+    if x >= hi:
+        return 0.0
+    return (hi - x) / (hi - lo)
+
+
+@njit(cache=True)
 def _range_1d(out_size, in_size, stride, pad, dil, f):
     """Output positions o in [0, out_size) with 0 <= o*stride - pad + f*dil < in_size: (lo, hi)."""
     off = f * dil - pad

@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 from simcore._jit import njit
 
-from ._counts import _range_1d
+from ._counts import _ramp, _range_1d
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4a657500439f9bd9"
+_JIT_DEPS_SHA256 = "75c6b6cb60002678"
 
 __all__ = ["pixel_reuse"]
 
@@ -124,16 +124,6 @@ def pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo, hi):
 def pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, rsc0, rsc1):
     """`pixel_reuse_ranges` of the one range [rsc0, rsc1)."""
     return pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, np.array([rsc0]), np.array([rsc1]))
-
-
-@njit(cache=True)
-def _ramp(x, lo, hi):
-    """L1 hit probability of a reuse at relative distance x (1 below lo, 0 above hi)."""
-    if x <= lo:
-        return 1.0
-    if x >= hi:
-        return 0.0
-    return (hi - x) / (hi - lo)
 
 
 @njit(cache=True)

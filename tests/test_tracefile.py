@@ -366,7 +366,7 @@ def test_trace_without_op_reads_as_fprop(tmp_path):
 @pytest.mark.parametrize("args, pattern", [
     (["vgg16", "--layer", "conv1_1", "--op", "dgrad", "--layout", "nchw"], "is defined for layout 'nhwc' only"),
     (["vgg16", "--layer", "conv1_1", "--op", "bprop"], "argument --op: invalid choice: 'bprop'"),
-    (["vgg19", "--layer", "conv1_1"], "unknown network 'vgg19'; known networks: vgg16, resnet50"),
+    (["vgg99", "--layer", "conv1_1"], "unknown network 'vgg99'; known networks: vgg16, resnet50"),
     (["vgg16", "--layer", "conv6_1"], "unknown layer 'conv6_1' in vgg16; its layers: conv1_1, conv1_2"),
     (["vgg16", "--layer", "conv1_1", "--gpu", "k80"], "unknown GPU 'k80'; known GPUs: titanxp"),
     (["vgg16", "--layer", "conv1_1", "--tile", "128x128"], "tile must look like MxNxK"),

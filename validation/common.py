@@ -15,23 +15,15 @@ import threading
 
 import numpy as np
 
-from traces.files import atomic_write  # noqa: F401  (re-exported for the CLIs)
+from traces.cli import ArgumentParser, CLIError, cli_main  # noqa: F401  (re-exported for the CLIs)
+from traces.executor import parse_positive_int  # noqa: F401  (re-exported for the CLIs)
+from traces.files import atomic_write, write_text  # noqa: F401  (re-exported for the CLIs)
 from traces.simcache import package_version  # noqa: F401  (re-exported for the CLIs)
 
-__all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_write", "check_output_path",
+__all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_write", "write_text", "check_output_path",
            "add_kernel_arguments", "kernel_from_args", "op_kernels", "resolve_gpu", "cli_main",
-           "rel_error", "parse_positive_int", "start_first_run", "finish_first_run", "simulate_layer", "predict_layer", "reuse_factors_class"]
-
-
-class CLIError(ValueError):
-    """Bad command-line input (reported as one ``error: ...`` line, exit status 2)."""
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors raise `CLIError` instead of printing usage and exiting."""
-
-    def error(self, message):  # noqa: D401 - argparse API
-        raise CLIError(message)
+           "rel_error", "parse_positive_int", "start_first_run", "finish_first_run", "simulate_layer", "predict_layer",
+           "reuse_factors_class"]
 
 
 def start_first_run(stream=None) -> list:
@@ -69,16 +61,6 @@ def finish_first_run(started) -> None:
     it did not)."""
     for process in started:
         process.wait()
-
-
-def parse_positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 # ---- versions ------------------------------------------------------------------------------------
@@ -218,19 +200,3 @@ def rel_error(value, reference):
 
 
 # ---- main wrapper --------------------------------------------------------------------------------
-def cli_main(create_parser, check_arguments, run, argv=None) -> int:
-    """Parse, check and run; bad input -> one ``error: ...`` line on stderr and exit status 2."""
-    parser = create_parser()
-    try:
-        args = parser.parse_args(argv)
-        check_arguments(args)
-        return run(args)
-    except SystemExit as exc:          # --help / --version
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except (ValueError, TypeError, FileNotFoundError, OSError) as err:
-        message = " ".join(str(err).split()) or type(err).__name__
-        print(f"error: {message}", file=sys.stderr)
-        return 2
