@@ -16,6 +16,8 @@ Use it exactly as ``numba.njit``, with the same options.
 """
 from __future__ import annotations
 
+import os
+
 import numba
 from numba.core import types
 
@@ -42,10 +44,19 @@ def njit(*args, **options):
     return lambda function: _typed_by_plain_types(numba.njit(**options)(function))
 
 
-# Seconds the first ``python -m validation.compare vgg16`` spends compiling (empty Numba cache), as
-# measured by ``benchmarks/bench_coldstart.py`` on the 2-core development machine: the figure the
-# first-run notice quotes.
-FIRST_RUN_SECONDS = 30
+# CPU seconds the first ``python -m validation.compare vgg16`` spends (empty Numba cache), measured by
+# ``benchmarks/bench_coldstart.py`` on the 2-core development machine (38.5 s under a load average of
+# 6, split over three processes: see ``validation.common.start_first_run``); the first-run notice
+# divides it by the cores those processes can use.
+FIRST_RUN_CPU_SECONDS = 38
+
+
+def first_run_seconds(cpus=None) -> int:
+    """The wall time the first-run notice quotes: ``FIRST_RUN_CPU_SECONDS`` over ``cpus`` (default: this
+    machine's count) cores, at most 3 (the processes that compile)."""
+    if cpus is None:
+        cpus = os.cpu_count() or 1
+    return -(-FIRST_RUN_CPU_SECONDS // max(1, min(3, cpus)))
 
 
 def is_cached(dispatcher) -> bool:
@@ -58,11 +69,13 @@ def is_cached(dispatcher) -> bool:
         return True
 
 
-def compile_notice(dispatchers, stream, what="the simulator", seconds=FIRST_RUN_SECONDS) -> bool:
-    """Write one line to ``stream`` ("compiling the simulator, first run only, about 30 s") when one of
-    ``dispatchers`` is not in Numba's cache, i.e. when this run will compile; return whether it did."""
+def compile_notice(dispatchers, stream, what="the simulator", seconds=None) -> bool:
+    """Write one line to ``stream`` ("compiling the simulator, first run only, about 19 s"; ``seconds``,
+    default `first_run_seconds`) when one of ``dispatchers`` is not in Numba's cache, i.e. when this run
+    will compile; return whether it did."""
     if all(is_cached(d) for d in dispatchers):
         return False
+    seconds = first_run_seconds() if seconds is None else seconds
     stream.write(f"compiling {what}, first run only, about {seconds} s\n")
     stream.flush()
     return True

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import sys
 
-from simcore._jit import compile_notice, is_cached
+from simcore._jit import FIRST_RUN_CPU_SECONDS, compile_notice, first_run_seconds, is_cached
 
 KERNELS = '''
 from simcore._jit import njit
@@ -68,4 +67,12 @@ def test_compare_says_so_only_when_it_compiles(tmp_path, capsys):
     assert ("compiling the simulator, first run only" in err) == cold
     assert compare.main([str(layers), "--quiet"]) == 0
     assert "compiling" not in capsys.readouterr().err
-    assert sys.modules["simcore._jit"].FIRST_RUN_SECONDS > 0
+
+
+def test_the_notice_quotes_the_cpu_time_over_the_compiling_processes(tmp_path):
+    assert first_run_seconds(1) == FIRST_RUN_CPU_SECONDS
+    assert first_run_seconds(2) == -(-FIRST_RUN_CPU_SECONDS // 2)
+    assert first_run_seconds(3) == first_run_seconds(64) == -(-FIRST_RUN_CPU_SECONDS // 3)
+    line = io.StringIO()
+    assert compile_notice([_load(tmp_path, "cold_kernels").callers], line)
+    assert line.getvalue() == f"compiling the simulator, first run only, about {first_run_seconds()} s\n"

@@ -32,9 +32,9 @@ def start_first_run(stream=None) -> list:
     kernels into the cache (``traces.simulate._compile_kernels``: the stream generator, the cache
     hierarchy) while this process compiles the model's by predicting; ``finish_first_run`` waits for
     them before the first simulation, which then loads the kernels. Compiling is single-threaded, so this
-    uses the machine's other cores: on the 2-core development machine the compilation split about
-    23 / 12 / 15 CPU seconds (stream / hierarchy / model, under load). Later runs: nothing said,
-    nothing started. Returns the processes."""
+    uses the machine's other cores: for ``validation.compare vgg16`` on the 2-core development machine
+    about 9 / 13 / 16 CPU seconds (stream / hierarchy / model with the simulation, each alone under a
+    load average of 5). Later runs: nothing said, nothing started. Returns the processes."""
     from analytic._counts_fprop import _l1_nhwc
     from simcore._jit import compile_notice, is_cached
     from simcore._phases import _l1_sm
