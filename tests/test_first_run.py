@@ -76,3 +76,18 @@ def test_the_notice_quotes_the_cpu_time_over_the_compiling_processes(tmp_path):
     line = io.StringIO()
     assert compile_notice([_load(tmp_path, "cold_kernels").callers], line)
     assert line.getvalue() == f"compiling the simulator, first run only, about {first_run_seconds()} s\n"
+
+
+def test_background_compile_parts_compile_what_the_run_needs():
+    import pytest
+    from numba.core import types
+    from simcore._phases import _l1_phase_parallel, _l1_phase_serial
+    from traces._generate import _generate
+    from traces.simulate import _compile_kernels
+    _compile_kernels("hierarchy", l1_variant=(None, 1))          # the generic L1 loop (any geometry)
+    for phase in (_l1_phase_serial, _l1_phase_parallel):
+        assert any(sig[-2:] == (types.none, types.int64) for sig in phase.signatures)
+    _compile_kernels("stream", ops=("wgrad",))                    # wgrad's generator: (dgrad, wgrad) = (None, 1)
+    assert any(sig[-2:] == (types.none, types.int64) for sig in _generate.signatures)
+    with pytest.raises(ValueError, match="part"):
+        _compile_kernels("everything")

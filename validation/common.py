@@ -26,7 +26,7 @@ __all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_
            "reuse_factors_class"]
 
 
-def start_first_run(stream=None) -> list:
+def start_first_run(gpu=None, kernels=(), stream=None) -> list:
     """On a first run (the main kernels not in Numba's on-disk cache yet: a fresh clone), say so in one
     line on ``stream`` (default stderr) and start background processes that compile the simulator's
     kernels into the cache (``traces.simulate._compile_kernels``: the stream generator, the cache
@@ -34,7 +34,9 @@ def start_first_run(stream=None) -> list:
     them before the first simulation, which then loads the kernels. Compiling is single-threaded, so this
     uses the machine's other cores: for ``validation.compare vgg16`` on the 2-core development machine
     about 9 / 13 / 16 CPU seconds (stream / hierarchy / model with the simulation, each alone under a
-    load average of 5). Later runs: nothing said, nothing started. Returns the processes."""
+    load average of 5). ``gpu`` and ``kernels`` (the run's): which generators (ops) and which copy of
+    the L1 loop to compile (default: v100, fprop). Later runs: nothing said, nothing started. Returns
+    the processes."""
     from analytic._counts_fprop import _l1_nhwc
     from simcore._jit import compile_notice, is_cached
     from simcore._phases import _l1_sm
@@ -43,11 +45,19 @@ def start_first_run(stream=None) -> list:
         return []
     root = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["traces"].__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    ops = tuple(dict.fromkeys(kernel.op for kernel in kernels)) or ("fprop",)
+    variant = None
+    if gpu is not None:
+        from simcore import Hierarchy
+        from traces import KernelConfig
+        first = kernels[0] if kernels else KernelConfig()
+        variant = Hierarchy.for_gpu(gpu, first.l1_config(gpu))._l1_variant
     started = []
-    for part, kernel in (("stream", _generate), ("hierarchy", _l1_sm)):
-        if is_cached(kernel):
+    for part, telltale, arguments in (("stream", _generate, f"ops={ops!r}"),
+                                      ("hierarchy", _l1_sm, f"l1_variant={variant!r}")):
+        if is_cached(telltale):
             continue
-        code = f"from traces.simulate import _compile_kernels; _compile_kernels({part!r})"
+        code = f"from traces.simulate import _compile_kernels; _compile_kernels({part!r}, {arguments})"
         try:
             started.append(subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))

@@ -174,7 +174,7 @@ def run(args) -> int:
     layers, gpu, factors = args.layer_list, args.gpu_obj, args.factors_obj
     passes = getattr(args, "passes", None) or [(args.kernel.op, args.kernel)]
     items = [(layer, op, kernel) for layer in layers for op, kernel in passes]     # layer-major
-    compiling = start_first_run()
+    compiling = start_first_run(gpu, [kernel for _op, kernel in passes])
     try:
         # The model is cheap: predict everything first so that a model error stops us before any output.
         predicted = [predict_layer(layer, gpu, kernel, factors) for layer, _op, kernel in items]
