@@ -1,17 +1,16 @@
 """Shared helpers of the analytic CLIs (argument checks, atomic output files, the main wrapper)."""
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
-import sys
 
+from traces.cli import ArgumentParser as Parser  # noqa: F401  (the analytic CLIs' names for them)
+from traces.cli import CLIError as CliError
+from traces.cli import cli_main as run_main  # noqa: F401
 from traces.files import atomic_write
 
 
-class CliError(ValueError):
-    """Bad command-line input (exit status 2, one line on stderr)."""
 
 
 def parse_int_list(text: str, what: str) -> list:
@@ -169,30 +168,6 @@ def clean_json(value):
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return None
     return value
-
-
-def run_main(parser_fn, check_fn, run_fn, argv):
-    parser = parser_fn()
-    try:
-        args = parser.parse_args(argv)
-    except CliError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:          # --help
-        return int(exc.code) if isinstance(exc.code, int) else 0
-    try:
-        check_fn(args)
-        return run_fn(args)
-    except (CliError, ValueError, TypeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-
-
-class Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors raise CliError (one 'error: ...' line, exit 2)."""
-
-    def error(self, message):
-        raise CliError(message)
 
 
 def add_kernel_arguments(parser):

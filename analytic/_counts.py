@@ -27,7 +27,7 @@ Counting rules (proved in MODEL.md):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from simcore._jit import njit
 
 from traces.kernel import KernelConfig
 from traces.layer import ConvLayer
@@ -129,6 +129,16 @@ def _rows(N, P, Q, plo, phi, qlo, qhi, g, An, Ap, Aq, b, L):
                 if ale + da_img < SEC:
                     sec -= mn_head
     return req, sec
+
+
+@njit(cache=True)
+def _ramp(x, lo, hi):
+    """L1 hit probability of a reuse at relative distance x (1 below lo, 0 above hi)."""
+    if x <= lo:
+        return 1.0
+    if x >= hi:
+        return 0.0
+    return (hi - x) / (hi - lo)
 
 
 @njit(cache=True)

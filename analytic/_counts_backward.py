@@ -29,7 +29,7 @@ Extra keys, like fprop's: ``valid_a_elems`` = valid A row accesses counted once 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from simcore._jit import njit
 
 from ._counts import SEC, _blocks, _mult, _period, _range_1d, _rows
 from ._counts_fprop import _boxes, _stores
@@ -40,7 +40,7 @@ from ._groups import (E_COLS, T_END, T_FIRST, T_G, T_O, T_UNI, X_D, X_HI, X_LO, 
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest
 # of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "e6cdb7429a8c89ce"
+_JIT_DEPS_SHA256 = "26c4f0f09c40f370"
 
 
 @njit(cache=True)

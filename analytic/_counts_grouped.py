@@ -15,7 +15,7 @@ import functools
 import math
 
 import numpy as np
-from numba import njit
+from simcore._jit import njit
 
 from ._counts import SEC, _blocks
 from ._counts_fprop import _a_nhwc
@@ -24,7 +24,7 @@ from ._groups import _box_operand
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest of
 # them: updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "e6cdb7429a8c89ce"
+_JIT_DEPS_SHA256 = "26c4f0f09c40f370"
 
 
 @functools.lru_cache(maxsize=256)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+from simcore._jit import njit
 
 __all__ = ["l2_miss_prob", "refetch_misses", "footprint"]
 

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from simcore._jit import njit
 
-from ._counts import _range_1d
+from ._counts import _ramp, _range_1d
 from ._l2 import l2_miss_prob
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _l2.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "483e6d029f3f142f"
+_JIT_DEPS_SHA256 = "05b7f949de9d9e9a"
 
 
 @njit(cache=True)
@@ -165,16 +165,6 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
             if union and l2a > 0:
                 total2 += pm * l2_miss_prob(ua * l2a + d * l2b, l2_ways, l2_spread)
     return total, total2
-
-
-@njit(cache=True)
-def _ramp(x, lo, hi):
-    """L1 hit probability of a reuse at relative distance x (1 below lo, 0 above hi)."""
-    if x <= lo:
-        return 1.0
-    if x >= hi:
-        return 0.0
-    return (hi - x) / (hi - lo)
 
 
 @njit(cache=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from simcore._jit import njit
 
 _PHI = (math.sqrt(5.0) - 1.0) / 2.0      # low-discrepancy (golden ratio) sample positions
 
@@ -165,9 +165,14 @@ def aggregate_configs(rows):
         if found < 0:
             if m == out.shape[0]:
                 grown = np.zeros((2 * m, rows.shape[1]), np.float64)
-                grown[:m] = out[:m]
+                for j in range(m):
+                    for c in range(rows.shape[1]):
+                        grown[j, c] = out[j, c]
                 out = grown
-            out[m] = rows[i]
+            # element by element: array assignments compile Numba's shape-mismatch error (its string
+            # formatting), about 1 s of the first run
+            for c in range(rows.shape[1]):
+                out[m, c] = rows[i, c]
             m += 1
         else:
             out[found, 0] += rows[i, 0]

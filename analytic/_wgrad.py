@@ -11,15 +11,14 @@ back, by the same box-overlap rule as fprop's `reuse_histogram`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from simcore._jit import njit
 
-from ._counts import _range_1d
-from ._reuse import _ramp
+from ._counts import _ramp, _range_1d
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py and _reuse.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "5d9ab172e22d9a54"
+_JIT_DEPS_SHA256 = "0d3fd0b15dcec016"
 
 __all__ = ["pixel_reuse"]
 

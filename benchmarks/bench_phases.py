@@ -64,7 +64,7 @@ def replay(chunks, g, kernel, times):
         timed("bucket", H._bucket_requests, req_sm, req_op, req_st, req_first, req_count, h.sms, h._starts_sm,
               reqs)
         timed("l1", H._l1_phase_serial, h._l1, h._g1, h._l1c, h.sms, h._starts_sm, reqs, sectors, h._shifts,
-              h.l2_slices, xor_hash, keys, h._hist, maps)
+              h.l2_slices, xor_hash, keys, h._hist, maps, *h._l1_variant)
         timed("l2bucket", H._l2_bucket_counted, keys, sectors, req_op, req_st, req_first, req_count, h._hist,
               h._starts_slice, packed, h._shifts, h.l2_slices, h._slice_shift, h._g2)
         timed("l2", H._l2_phase_serial, h._l2, h.l2_slice.ways, h._tags, h._l2c, h.l2_slices, h._starts_slice,

@@ -130,14 +130,15 @@ times: L1 0.97-0.98, L2 bucketing 0.99-1.05: no change beyond the noise.
 from __future__ import annotations
 
 import numpy as np
-from numba import get_thread_id, njit, prange
+from numba import get_thread_id, prange
 
+from ._jit import njit
 from .cache import _U, _access, _access_mapped, _cache_rows, _set_of
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from cache.py. tests/test_jit_deps.py checks this digest of it: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "60d2f6d5a382d7f9"
+_JIT_DEPS_SHA256 = "d075b6282303f085"
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -336,7 +337,7 @@ def _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, l1_li
 
 
 @njit(cache=True, _nrt=False)
-def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, count, lmap):
+def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, count, lmap, other, generic):
     """SM ``sm``'s requests (bucket ``sm`` of ``reqs``, see ``_bucket_requests``) through its L1, in
     issue order.
 
@@ -351,20 +352,36 @@ def _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts, slices, xor_hash, key
     (titanxp, a100, h100, h200; on h100 conv2_2 the L1 phase took 12.9 against 14.4 ns with the
     generic copy, medians of four alternating runs), and with everything read at run time. The phase
     is bound by instruction count, not by memory (see the module docstring), and the constants
-    take the shift and index-kind loads, branches and register spills out of every access."""
+    take the shift and index-kind loads, branches and register spills out of every access.
+
+    Which copy runs is ``_l1_variant``'s (``other``, ``generic``), each None or 1, computed once per
+    hierarchy: Numba drops the branches that test an argument that is None before typing, so a
+    hierarchy of the common geometry with a power-of-two slice count (None, None) compiles one copy of
+    the loop instead of three (the first run's compilation of this kernel: 4.4 -> 1.6 s, under load),
+    the other geometries two."""
     if starts[sm] == starts[sm + 1]:
         return
-    pow2 = slices & (slices - 1) == 0
-    common = shifts[0] == 7 and shifts[1] == 5 and shifts[2] == 3 and shifts[3] == 7 and xor_hash and g1[2] == 0
-    if common and pow2:
-        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, True, 0,
-                    lmap)
-    elif common:
-        _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, False, 0,
-                    lmap)
+    if generic is None:
+        if other is None:
+            _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, True,
+                        0, lmap)
+        else:
+            _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, 7, 5, 3, 7, slices, True, False,
+                        0, lmap)
     else:
         _l1_sm_loop(l1, g1, l1c, sm, starts, reqs, sectors, keys, hist, count, shifts[0], shifts[1], shifts[2],
-                    shifts[3], slices, xor_hash, pow2, g1[2], lmap)
+                    shifts[3], slices, xor_hash, slices & (slices - 1) == 0, g1[2], lmap)
+
+
+def _l1_variant(shifts, slices, xor_hash, g1):
+    """(``other``, ``generic``) of ``_l1_sm`` for a hierarchy: (None, None) for the common geometry
+    (128-byte lines, 32-byte sectors, linear power-of-two L1 sets, xor slice hash) with a power-of-two
+    slice count, (1, None) for it with another slice count, (None, 1) otherwise."""
+    common = (int(shifts[0]) == 7 and int(shifts[1]) == 5 and int(shifts[2]) == 3 and int(shifts[3]) == 7
+              and bool(xor_hash) and int(g1[2]) == 0)
+    if not common:
+        return None, 1
+    return (None, None) if slices & (slices - 1) == 0 else (1, None)
 
 
 @njit(cache=True, _nrt=False)
@@ -434,11 +451,13 @@ def _l2_bucket_parallel(keys, sectors, req_op, req_kind, req_first, req_count, h
     n = req_op.shape[0]
     parts = hist.shape[0]
     for t in prange(parts):
-        _count_part(keys, req_first, req_count, n * t // parts, n * (t + 1) // parts, hist, t)
+        # np.int64(t): the prange index is typed uint64 in the parallel body and int64 in the serial
+        # typing before it, which compiled _count_part and _scatter_part twice (compile time only)
+        _count_part(keys, req_first, req_count, n * t // parts, n * (t + 1) // parts, hist, np.int64(t))
     _offsets(hist, starts)
     for t in prange(parts):
         _scatter_part(keys, sectors, req_op, req_kind, req_first, req_count, n * t // parts, n * (t + 1) // parts,
-                      hist, t, packed, shifts, slices, slice_shift, g2)
+                      hist, np.int64(t), packed, shifts, slices, slice_shift, g2)
 
 
 @njit(cache=True, _nrt=False)
@@ -464,23 +483,25 @@ def _l2_slice(l2, ways, tags, l2c, sl, starts, packed, spl, lmap):
 
 
 @njit(cache=True, _nrt=False)
-def _l1_phase_serial(l1, g1, l1c, sms, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, maps):
+def _l1_phase_serial(l1, g1, l1c, sms, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, maps, other,
+                     generic):
     """All SMs in turn; also counts the L2-bound sectors per slice into ``hist[0]``. ``maps[0]``: the
-    line -> slot map, -1 everywhere (and again on return)."""
+    line -> slot map, -1 everywhere (and again on return). ``other``, ``generic``: ``_l1_variant``'s."""
     for k in range(hist.shape[1]):
         hist[0, k] = 0
     for sm in range(sms):
         _l1_sm(l1, g1, l1c, sm, starts, reqs, sectors, shifts,
-               slices, xor_hash, keys, hist, True, maps[0])
+               slices, xor_hash, keys, hist, True, maps[0], other, generic)
 
 
 @njit(cache=True, parallel=True)
-def _l1_phase_parallel(l1, g1, l1c, order, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, maps):
+def _l1_phase_parallel(l1, g1, l1c, order, starts, reqs, sectors, shifts, slices, xor_hash, keys, hist, maps, other,
+                       generic):
     """The SMs ``order`` lists (those with requests: see ``_busy``) in parallel, each thread with its
     own row of ``maps``."""
     for t in prange(order.shape[0]):
         _l1_sm(l1, g1, l1c, order[t], starts, reqs, sectors, shifts,
-               slices, xor_hash, keys, hist, False, maps[get_thread_id()])
+               slices, xor_hash, keys, hist, False, maps[get_thread_id()], other, generic)
 
 
 @njit(cache=True)

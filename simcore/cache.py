@@ -84,7 +84,7 @@ runs of ``bench_simcore.py``, no gain, so one cache keeps int16 as well.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ._jit import njit
 
 from .config import CacheConfig, CacheStats
 

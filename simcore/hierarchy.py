@@ -55,7 +55,7 @@ import numpy as np
 
 from . import metrics as M
 from ._phases import (_PACK_LINE, _bucket_requests, _dirty_by_operand, _feed_serial, _l1_phase_parallel,
-                      _l1_phase_serial, _l2_bucket_counted, _l2_bucket_parallel, _l2_phase_parallel,
+                      _l1_phase_serial, _l1_variant, _l2_bucket_counted, _l2_bucket_parallel, _l2_phase_parallel,
                       _l2_phase_serial)
 from .cache import _geometry, _new_bank, _rebuild_tables
 from .config import CacheConfig, check_positive_int
@@ -173,6 +173,7 @@ class Hierarchy:
         self._shifts = np.array([shift(l1.line_bytes), shift(l1.sector_bytes), l1.sectors_per_line - 1,
                                  shift(l2_slice.line_bytes), shift(l2_slice.sector_bytes),
                                  l2_slice.sectors_per_line - 1], np.int64)
+        self._l1_variant = _l1_variant(self._shifts, self.l2_slices, slice_hash == "xor", self._g1)
 
     @classmethod
     def for_gpu(cls, gpu, l1_config: CacheConfig) -> "Hierarchy":
@@ -357,7 +358,8 @@ class Hierarchy:
         try:
             (_l1_phase_parallel if parallel else _l1_phase_serial)(
                 self._l1, self._g1, self._l1c, _busy(self._starts_sm) if parallel else self.sms,
-                self._starts_sm, reqs, sectors, self._shifts, self.l2_slices, xor_hash, keys, self._hist, maps)
+                self._starts_sm, reqs, sectors, self._shifts, self.l2_slices, xor_hash, keys, self._hist, maps,
+                *self._l1_variant)
             (_l2_bucket_parallel if parallel else _l2_bucket_counted)(
                 keys, sectors, req_op, req_kind, req_first, req_count, self._hist, self._starts_slice, packed,
                 self._shifts, self.l2_slices, self._slice_shift, self._g2)

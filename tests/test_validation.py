@@ -95,6 +95,7 @@ def fakes(monkeypatch):
     monkeypatch.setattr(compare, "simulate_layer", fake_simulate)
     monkeypatch.setattr(compare, "predict_layer", fake_predict)
     monkeypatch.setattr(compare, "reuse_factors_class", lambda: FakeFactors)
+    monkeypatch.setattr(compare, "start_first_run", lambda *args, **kwargs: [])    # the fakes compile nothing
     return monkeypatch
 
 

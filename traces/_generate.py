@@ -12,12 +12,12 @@ fields and the single buffer allocation; 2.2-2.7 ns after, 1.9-2.6 in ``lean`` m
 where they apply."""
 from __future__ import annotations
 
-import numba
+from simcore._jit import njit
 
 from ._backward import _dgrad_filters, _dgrad_position, _start_dgrad, _start_wgrad, _step_dgrad, _step_wgrad
 from ._layout import (
     _U, _C, _H, _W, _K, _R, _S, _DH, _DW, _P, _Q, _TM, _TN, _TK, _NCHW, _EB, _SMS, _SLOTS, _SSH, _STEP_REQ,
-    _STEP_SEC, _UNI, _RPW, _ALN, _OP, _KA, _KB, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF,
+    _STEP_SEC, _UNI, _RPW, _ALN, _OP, _FPROP, _KA, _KB, _DGRAD, _WGRAD, _TILES_M, _TILES_N, _SWZ, _NBLOCKS, _TMPF,
     _F_SKIP, _F_KSTEPS, _ST_ROUND, _ST_PHASE, _ST_SM, _ST_SLOT, _ST_NEXT, _ST_DONE, _GPC)
 from ._group_steps import _step_group
 from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
@@ -26,15 +26,15 @@ from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 # code and constants from _steps.py, _backward.py, _group_steps.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "60884af2e7e84e79"
+_JIT_DEPS_SHA256 = "5b8afdb879d73648"
 
 
-@numba.njit(cache=True)
-def _refill(prm, maps, sched, rows, nxt):
+@njit(cache=True)
+def _refill(prm, maps, sched, rows, nxt, dgrad, wgrad):
     """One dispatch phase: passes over the SMs, each SM with a free slot takes the next block, until a
     pass takes none or the blocks run out. Returns the next block. Blocks outside the grid, and strided
     dgrad's blocks whose starting (h, w) lies outside dx (CUTLASS returns at once), are skipped."""
-    SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; NBLOCKS = prm[_NBLOCKS]; SWZ = prm[_SWZ]; OP = prm[_OP]
+    SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; NBLOCKS = prm[_NBLOCKS]; SWZ = prm[_SWZ]
     TILES_M = prm[_TILES_M]; TILES_N = prm[_TILES_N]; TMPF = prm[_TMPF]
     slot_cta, slot_tm, slot_tn, slot_step, slot_ksteps, slot_fpos = sched[1:7]
     fpos = maps[9]
@@ -75,9 +75,9 @@ def _refill(prm, maps, sched, rows, nxt):
             slot_fpos[idx] = f
             nxt += 1
             took = True
-            if OP == _DGRAD:
+            if dgrad is not None:
                 _start_dgrad(prm, maps, rows, idx, tm, f)
-            elif OP == _WGRAD:
+            elif wgrad is not None:
                 _start_wgrad(prm, maps, rows, idx, tm, tn)
             else:
                 _start_fprop(prm, maps, rows, idx, tm, tn)
@@ -85,9 +85,10 @@ def _refill(prm, maps, sched, rows, nxt):
             return nxt
 
 
-@numba.njit(cache=True, nogil=True)
-def _generate(prm, maps, sched, rows, scratch, out):
+@njit(cache=True, nogil=True)
+def _generate(prm, maps, sched, rows, scratch, out, dgrad, wgrad):
     """Fill the output buffers `out` from where `sched` stopped; return (requests, sectors) written.
+    ``dgrad``, ``wgrad``: None, or 1 for that op (``prm[_OP]``), as `OP_FLAGS` gives them.
 
     The _ALN k-step (the hot path) is written out here rather than in helper functions: Numba
     increments and decrements (atomically) the reference count of every array a function receives,
@@ -98,7 +99,7 @@ def _generate(prm, maps, sched, rows, scratch, out):
     IW = prm[_Q] if prm[_OP] == _DGRAD else W
     IC = prm[_K] if prm[_OP] == _DGRAD else C
     SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; TM = prm[_TM]; TN = prm[_TN]; TK = prm[_TK]; EB = prm[_EB]
-    SSH = prm[_SSH]; NCHW = prm[_NCHW]; UNI = prm[_UNI]; ALN = prm[_ALN]; OP = prm[_OP]
+    SSH = prm[_SSH]; NCHW = prm[_NCHW]; UNI = prm[_UNI]; ALN = prm[_ALN]
     RPW = prm[_RPW]; STEP_REQ = prm[_STEP_REQ]; STEP_SEC = prm[_STEP_SEC]; GPC = prm[_GPC]
     KA = prm[_KA]; KB = prm[_KB]
     state, slot_cta, slot_tm, slot_tn, slot_step, slot_ksteps, slot_fpos = sched
@@ -123,7 +124,7 @@ def _generate(prm, maps, sched, rows, scratch, out):
     nsec = 0
     while True:
         if phase == 0:
-            nxt = _refill(prm, maps, sched, rows, nxt)
+            nxt = _refill(prm, maps, sched, rows, nxt, dgrad, wgrad)
             any_busy = False
             for idx in range(SMS * SLOTS):
                 if slot_cta[idx] >= 0:
@@ -164,10 +165,10 @@ def _generate(prm, maps, sched, rows, scratch, out):
                     q1 = nreq
                     op = 2
                     slot_cta[idx] = -1
-                elif OP == _DGRAD and not ALN:
+                elif dgrad is not None and not ALN:
                     q1, nreq, nsec = _step_dgrad(prm, maps, rows, scratch, slot_fpos[idx], idx, ks, slot_tn[idx] * TN,
                                                  o_first, o_count, o_sec, nreq, nsec)
-                elif OP == _WGRAD:
+                elif wgrad is not None:
                     q1, nreq, nsec = _step_wgrad(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_start, rows[8],
                                                  rows[9], sa_lo, sa_hi, kt_off, kt_rh, kt_sw, scratch[8], idx, ks,
                                                  slot_tm[idx] * TM, o_first, o_count, o_sec, nreq, nsec)
@@ -190,7 +191,7 @@ def _generate(prm, maps, sched, rows, scratch, out):
                 else:
                     # ---- nhwc k-step under _ALN: fprop (channel block cb, filter position rs) or dgrad
                     # (filter block k0, position (r, s)); A's rows shift by (rdh, sdw) in A's image ----
-                    if OP == _DGRAD:
+                    if dgrad is not None:
                         c0, r, s, rdh, sdw = _dgrad_position(prm, fpos, slot_fpos[idx], ks)
                     else:
                         cb = ks // RS
@@ -243,7 +244,7 @@ def _generate(prm, maps, sched, rows, scratch, out):
                                 nreq += 1
                                 nsec = n
                     q1 = nreq
-                    if OP == _DGRAD:
+                    if dgrad is not None:
                         # B: w at (r, s), filters k0 .. of this k-step
                         nreq, nsec = _dgrad_filters(prm, seg_b_so, seg_b_co, seg_b_start, sb_lo, sb_hi, kt_off, c0, r,
                                                     s, slot_tn[idx] * TN, o_first, o_count, o_sec, nreq, nsec)
@@ -288,3 +289,12 @@ def _generate(prm, maps, sched, rows, scratch, out):
             cur_sm += 1
         rnd += 1
         phase = 0
+
+
+# One compiled generator per op: `_generate` and `_refill` branch on their arguments ``dgrad`` and
+# ``wgrad`` being None; Numba drops a branch on an argument that is None before typing (it prunes
+# comparisons with None only, not with an integer constant), so the dgrad and wgrad steps are not
+# compiled for an fprop run, and so on: the first `validation.compare vgg16` compiled 12 fewer kernels,
+# about 8 s of its 23 s of stream-generator compilation on the 2-core development machine (under load).
+# The (dgrad, wgrad) arguments of `_generate` for each op (``prm[_OP]``):
+OP_FLAGS = {_FPROP: (None, None), _DGRAD: (1, None), _WGRAD: (None, 1)}

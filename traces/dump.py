@@ -24,6 +24,7 @@ from tqdm import tqdm
 from simcore.gpus import GPUS, gpu as lookup_gpu
 from simcore.metrics import KIND_ST
 
+from .cli import ArgumentParser, cli_main
 from .kernel import DTYPE_BYTES, LAYOUTS, OPS, KernelConfig
 from .presets import DEFAULT_KERNEL, KERNELS, kernel_from_options
 from .layer import ConvLayer
@@ -31,15 +32,6 @@ from .networks import NETWORKS
 from .resolve import resolve_layers
 
 __all__ = ["create_parser", "check_arguments", "run", "main"]
-
-
-class _UsageError(Exception):
-    """An argparse usage error, reported as one ``error:`` line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one clear line instead of usage + error
-        raise _UsageError(message)
 
 
 class Resolved(NamedTuple):
@@ -50,7 +42,7 @@ class Resolved(NamedTuple):
 
 
 def create_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = ArgumentParser(
         prog="python -m traces.dump",
         description="Write the exact warp-request stream of one convolution layer (DESIGN section 3) "
                     "to a compressed HDF5 trace file.")
@@ -164,17 +156,13 @@ def run(args) -> int:
 
 def main(argv=None) -> int:
     """CLI entry point: 0 on success, 2 on bad input (one ``error:`` line on stderr), 130 on interrupt."""
-    parser = create_parser()
-    try:
-        args = parser.parse_args(argv)
-    except _UsageError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    # SIGINT/SIGTERM set a flag checked between chunks (raising from the handler could land in a
-    # callback that swallows it); the interrupted write then removes its temporary file. A second
-    # signal interrupts at once.
+    return cli_main(create_parser, lambda args: None, _run_until_stopped, argv)
+
+
+def _run_until_stopped(args) -> int:
+    """`run`, with SIGINT/SIGTERM setting a flag checked between chunks (raising from the handler could
+    land in a callback that swallows it); the interrupted write then removes its temporary file. A
+    second signal interrupts at once."""
     previous = {}
     _STOP.clear()
     if threading.current_thread() is threading.main_thread():
@@ -182,12 +170,6 @@ def main(argv=None) -> int:
             previous[signum] = signal.signal(signum, _request_stop)
     try:
         return run(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted (no output written)", file=sys.stderr)
-        return 130
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

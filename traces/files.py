@@ -1,4 +1,5 @@
-"""``atomic_write(path, writer)``: write a file so that it appears whole or not at all.
+"""``atomic_write(path, writer)``: write a file so that it appears whole or not at all (``write_text``:
+a string, so).
 
 One helper for every output file of the package (trace files, JSON, HDF5 results, plots, caches):
 a CLI that fails or is interrupted never leaves a half-written file behind.
@@ -8,7 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "write_text"]
 
 
 def _umask() -> int:
@@ -39,3 +40,11 @@ def atomic_write(path, writer) -> None:
         except OSError:
             pass
         raise
+
+
+def write_text(path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` with `atomic_write`."""
+    def writer(tmp):
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    atomic_write(path, writer)

@@ -5,6 +5,7 @@ import numbers
 from contextlib import contextmanager
 
 import numba
+import numpy as np
 
 from .stream import _Generator, plan_stream, tensor_bases
 
@@ -68,3 +69,39 @@ def simulate_layer(layer, gpu, kernel, *, jobs=None, max_sectors: int = _CHUNK_S
             hierarchy._feed_unchecked(chunk.sm, chunk.operand, chunk.kind, chunk.first, chunk.count,
                                       chunk.sectors, top=end)
     return hierarchy.metrics()
+
+
+def _compile_kernels(part: str, ops=("fprop",), l1_variant=None) -> None:
+    """Compile into Numba's on-disk cache the kernels ``simulate_layer`` runs, for a first run that
+    compiles them in background processes (``validation.common.start_first_run``): ``part`` "stream",
+    the request-stream generator of each op of ``ops`` (filled for a small layer); "hierarchy", the
+    cache hierarchy's serial and parallel paths (one small chunk through each, of the dtypes the
+    generator's chunks have) with the L1 loop of ``l1_variant`` (``Hierarchy._l1_variant`` of the
+    run's GPU; any variant counts correctly, so a v100 hierarchy serves them all). Otherwise the
+    kernels' argument types do not depend on the layer, GPU or kernel configuration."""
+    from simcore import gpu as get_gpu
+    from simcore.hierarchy import Hierarchy
+
+    from .kernel import KernelConfig
+    from .layer import ConvLayer
+
+    gpu = get_gpu("v100")
+    if part == "stream":
+        for op in ops:
+            plan = plan_stream(ConvLayer(1, 8, 6, 6, 8, 3, 3, pad=1), gpu, KernelConfig(op=op))
+            gen = _Generator(plan, _CHUNK_SECTORS, lean=True)
+            bufs = gen.new_buffers()
+            while gen.fill(bufs) is not None:
+                pass
+    elif part == "hierarchy":
+        hierarchy = Hierarchy.for_gpu(gpu, KernelConfig().l1_config(gpu))
+        if l1_variant is not None:
+            hierarchy._l1_variant = tuple(l1_variant)
+        chunk = (np.arange(4, dtype=np.int32), np.zeros(4, np.uint8), np.array([0, 1, 2, 3], np.uint8),
+                 np.arange(4, dtype=np.int64), np.ones(4, np.int32), np.arange(4, dtype=np.int64) * 32)
+        for parallel in (False, True):
+            hierarchy.parallel = parallel
+            hierarchy._feed_unchecked(*chunk, top=1 << 12)
+        hierarchy.metrics()
+    else:
+        raise ValueError(f"part must be 'stream' or 'hierarchy', got {part!r}")

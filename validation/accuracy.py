@@ -27,7 +27,7 @@ from simcore import metrics as M
 
 from .calibrate import _cases, simulate_cases
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_output_path,
-                     cli_main, kernel_from_args, op_kernels, parse_positive_int, resolve_gpu, versions)
+                     cli_main, kernel_from_args, op_kernels, parse_positive_int, resolve_gpu, versions, write_text)
 from traces.executor import add_executor_arguments, resolve_executor
 
 __all__ = ["TARGETS", "create_parser", "check_arguments", "run", "main", "accuracy_rows"]
@@ -192,10 +192,7 @@ def run_random(args) -> int:
     text = format_random_report(stats, worst=args.worst, title=title)
     sys.stdout.write(text)
     if args.markdown:
-        def write_md(tmp):
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        atomic_write(args.markdown, write_md)
+        write_text(args.markdown, text)
     if args.json:
         def write_json(tmp):
             doc = {"format": "deltasim-accuracy-random", "version": 1, "versions": versions(),
@@ -224,10 +221,7 @@ def run(args) -> int:
     table = markdown_table(rows)
     sys.stdout.write(table)
     if args.markdown:
-        def write_md(tmp):
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(table)
-        atomic_write(args.markdown, write_md)
+        write_text(args.markdown, table)
     if args.json:
         def write_json(tmp):
             with open(tmp, "w", encoding="utf-8") as fh:

@@ -20,8 +20,8 @@ import sys
 import time
 
 from .common import (ArgumentParser, CLIError, add_kernel_arguments, atomic_write, check_kernel_fits, check_output_path,
-                     cli_main, kernel_from_args, op_kernels, parse_positive_int, predict_layer, resolve_gpu,
-                     reuse_factors_class, simulate_layer)
+                     cli_main, finish_first_run, kernel_from_args, op_kernels, parse_positive_int, predict_layer,
+                     resolve_gpu, reuse_factors_class, simulate_layer, start_first_run)
 from traces.executor import Executor, add_executor_arguments, resolve_executor, timed_call
 from .report import (check_matplotlib, format_document, format_header, layer_table, plot_document,
                      step_layer_table)
@@ -174,8 +174,12 @@ def run(args) -> int:
     layers, gpu, factors = args.layer_list, args.gpu_obj, args.factors_obj
     passes = getattr(args, "passes", None) or [(args.kernel.op, args.kernel)]
     items = [(layer, op, kernel) for layer in layers for op, kernel in passes]     # layer-major
-    # The model is cheap: predict everything first so that a model error stops us before any output.
-    predicted = [predict_layer(layer, gpu, kernel, factors) for layer, _op, kernel in items]
+    compiling = start_first_run(gpu, [kernel for _op, kernel in passes])
+    try:
+        # The model is cheap: predict everything first so that a model error stops us before any output.
+        predicted = [predict_layer(layer, gpu, kernel, factors) for layer, _op, kernel in items]
+    finally:
+        finish_first_run(compiling)
     batch = args.batch if args.batch is not None else layers[0].n
     meta = dict(network=args.network, gpu=gpu, kernel=args.kernel, factors=_factors_dict(factors), batch=batch,
                 op=getattr(args, "op", None) or args.kernel.op)

@@ -1,0 +1,81 @@
+"""The project's ``njit``: ``numba.njit`` whose calls from compiled code compile one specialisation
+per argument *type*, not one per constant *value*.
+
+Numba types a constant argument of a call made inside compiled code as a literal
+(``Literal[int](0)``, ``Literal[bool](True)``), and a dispatcher compiles (and caches) a separate
+specialisation for every combination of literals its callers pass: ``analytic._counts._rows`` was
+compiled four times by one ``python -m validation.compare vgg16``, ``simcore._phases._l1_sm`` (about
+9 s each on the 2-core development machine) twice, and 27 kernels 2-5 times, about a third of that
+command's first-run time. LLVM folds the constants of the calls it inlines anyway, and none of the
+project's kernels branch on an argument's literal type, so the specialisations only cost compile
+time. The wrapper here makes each dispatcher type a call from compiled code with the arguments'
+plain types (``numba.types.unliteral``); calls from Python were never literal. Functions compiled
+with ``inline="always"`` are inlined into the caller's IR before typing and are unaffected.
+
+Use it exactly as ``numba.njit``, with the same options.
+"""
+from __future__ import annotations
+
+import os
+
+import numba
+from numba.core import types
+
+
+def _typed_by_plain_types(dispatcher):
+    """Make calls to ``dispatcher`` from compiled code resolve (and compile) on the unliteral types."""
+    literal_template = dispatcher.get_call_template
+
+    def get_call_template(args, kws):
+        return literal_template(tuple(types.unliteral(a) for a in args),
+                                {k: types.unliteral(v) for k, v in kws.items()})
+
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
+
+
+def njit(*args, **options):
+    """``numba.njit(*args, **options)``, with calls from compiled code typed without literals (see the
+    module docstring); a decorator, with or without options, like ``numba.njit``."""
+    if len(args) == 1 and callable(args[0]) and not options:
+        return _typed_by_plain_types(numba.njit(args[0]))
+    if args:
+        raise TypeError(f"njit takes options as keywords only, got positional {args!r}")
+    return lambda function: _typed_by_plain_types(numba.njit(**options)(function))
+
+
+# CPU seconds the first ``python -m validation.compare vgg16`` spends (empty Numba cache), measured by
+# ``benchmarks/bench_coldstart.py`` on the 2-core development machine (38.5 s under a load average of
+# 6, split over three processes: see ``validation.common.start_first_run``); the first-run notice
+# divides it by the cores those processes can use.
+FIRST_RUN_CPU_SECONDS = 38
+
+
+def first_run_seconds(cpus=None) -> int:
+    """The wall time the first-run notice quotes: ``FIRST_RUN_CPU_SECONDS`` over ``cpus`` (default: this
+    machine's count) cores, at most 3 (the processes that compile)."""
+    if cpus is None:
+        cpus = os.cpu_count() or 1
+    return -(-FIRST_RUN_CPU_SECONDS // max(1, min(3, cpus)))
+
+
+def is_cached(dispatcher) -> bool:
+    """Whether Numba's on-disk cache holds a compiled specialisation of ``dispatcher`` (a ``cache=True``
+    kernel) for its current source: one small index file read, no compilation. True where that cannot
+    be told (no cache, or a Numba whose cache internals differ): the caller then stays silent."""
+    try:
+        return bool(dispatcher._cache._cache_file._load_index())
+    except (AttributeError, OSError, EOFError, ValueError):
+        return True
+
+
+def compile_notice(dispatchers, stream, what="the simulator", seconds=None) -> bool:
+    """Write one line to ``stream`` ("compiling the simulator, first run only, about 19 s"; ``seconds``,
+    default `first_run_seconds`) when one of ``dispatchers`` is not in Numba's cache, i.e. when this run
+    will compile; return whether it did."""
+    if all(is_cached(d) for d in dispatchers):
+        return False
+    seconds = first_run_seconds() if seconds is None else seconds
+    stream.write(f"compiling {what}, first run only, about {seconds} s\n")
+    stream.flush()
+    return True

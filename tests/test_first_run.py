@@ -1,0 +1,93 @@
+"""The first-run notice (``simcore._jit.compile_notice``) and the project's ``njit`` (one compiled
+specialisation per argument type, whatever constants the callers pass)."""
+from __future__ import annotations
+
+import importlib.util
+import io
+
+from simcore._jit import FIRST_RUN_CPU_SECONDS, compile_notice, first_run_seconds, is_cached
+
+KERNELS = '''
+from simcore._jit import njit
+
+
+@njit(cache=True)
+def scale(x, k):
+    return x * k
+
+
+@njit(cache=True)
+def callers(x):
+    return scale(x, 2) + scale(x, 3) + scale(x, x) + scale(x, True)
+'''
+
+
+def _load(tmp_path, name):
+    """A fresh module of ``cache=True`` kernels in ``tmp_path`` (its Numba cache starts empty)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(KERNELS)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_notice_only_while_the_cache_is_cold(tmp_path):
+    module = _load(tmp_path, "first_run_kernels")
+    assert not is_cached(module.callers)
+    first = io.StringIO()
+    assert compile_notice([module.callers], first, what="the test kernels", seconds=7)
+    assert first.getvalue() == "compiling the test kernels, first run only, about 7 s\n"
+    assert module.callers(5) == 10 + 15 + 25 + 5
+    assert is_cached(module.callers) and is_cached(module.scale)
+    again = io.StringIO()
+    assert not compile_notice([module.callers], again)
+    assert again.getvalue() == ""
+    # one kernel of several still cold: the notice again
+    assert compile_notice([module.callers, _load(tmp_path, "other_kernels").callers], io.StringIO())
+
+
+def test_constants_passed_from_compiled_code_share_one_specialisation(tmp_path):
+    module = _load(tmp_path, "literal_kernels")
+    assert module.callers(4) == 8 + 12 + 16 + 4
+    # 2, 3 and x are one int64 specialisation; True is a bool (a type of its own), not Literal[bool]
+    assert sorted(str(sig) for sig in module.scale.signatures) == ["(int64, bool)", "(int64, int64)"]
+
+
+def test_compare_says_so_only_when_it_compiles(tmp_path, capsys):
+    from analytic._counts_fprop import _l1_nhwc
+    from simcore._phases import _l1_sm
+    from traces._generate import _generate
+    from validation import compare
+    cold = not all(is_cached(k) for k in (_l1_sm, _generate, _l1_nhwc))
+    layers = tmp_path / "layers.json"
+    layers.write_text('[{"n": 1, "c": 8, "h": 6, "w": 6, "k": 8, "r": 3, "s": 3, "pad": 1, "name": "tiny"}]')
+    assert compare.main([str(layers), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert ("compiling the simulator, first run only" in err) == cold
+    assert compare.main([str(layers), "--quiet"]) == 0
+    assert "compiling" not in capsys.readouterr().err
+
+
+def test_the_notice_quotes_the_cpu_time_over_the_compiling_processes(tmp_path):
+    assert first_run_seconds(1) == FIRST_RUN_CPU_SECONDS
+    assert first_run_seconds(2) == -(-FIRST_RUN_CPU_SECONDS // 2)
+    assert first_run_seconds(3) == first_run_seconds(64) == -(-FIRST_RUN_CPU_SECONDS // 3)
+    line = io.StringIO()
+    assert compile_notice([_load(tmp_path, "cold_kernels").callers], line)
+    assert line.getvalue() == f"compiling the simulator, first run only, about {first_run_seconds()} s\n"
+
+
+def test_background_compile_parts_compile_what_the_run_needs():
+    import pytest
+    from numba.core import types
+    from simcore._phases import _l1_phase_parallel, _l1_phase_serial
+    from traces._generate import _generate
+    from traces.simulate import _compile_kernels
+    _compile_kernels("hierarchy", l1_variant=(None, 1))          # the generic L1 loop (any geometry)
+    for phase in (_l1_phase_serial, _l1_phase_parallel):
+        assert any(sig[-2:] == (types.none, types.int64) for sig in phase.signatures)
+    _compile_kernels("stream", ops=("wgrad",))                    # wgrad's generator: (dgrad, wgrad) = (None, 1)
+    assert any(sig[-2:] == (types.none, types.int64) for sig in _generate.signatures)
+    with pytest.raises(ValueError, match="part"):
+        _compile_kernels("everything")
