@@ -86,9 +86,10 @@ def _refill(prm, maps, sched, rows, nxt, dgrad, wgrad):
 
 
 @njit(cache=True, nogil=True)
-def _generate(prm, maps, sched, rows, scratch, out, dgrad, wgrad):
+def _generate(prm, maps, sched, rows, scratch, out, dgrad, wgrad, grouped):
     """Fill the output buffers `out` from where `sched` stopped; return (requests, sectors) written.
-    ``dgrad``, ``wgrad``: None, or 1 for that op (``prm[_OP]``), as `OP_FLAGS` gives them.
+    ``dgrad``, ``wgrad``: None, or 1 for that op (``prm[_OP]``), as `OP_FLAGS` gives them; ``grouped``:
+    None, or 1 for a grouped layer (``prm[_GPC] > 0``, `generate_flags`).
 
     The _ALN k-step (the hot path) is written out here rather than in helper functions: Numba
     increments and decrements (atomically) the reference count of every array a function receives,
@@ -100,7 +101,7 @@ def _generate(prm, maps, sched, rows, scratch, out, dgrad, wgrad):
     IC = prm[_K] if prm[_OP] == _DGRAD else C
     SMS = prm[_SMS]; SLOTS = prm[_SLOTS]; TM = prm[_TM]; TN = prm[_TN]; TK = prm[_TK]; EB = prm[_EB]
     SSH = prm[_SSH]; NCHW = prm[_NCHW]; UNI = prm[_UNI]; ALN = prm[_ALN]
-    RPW = prm[_RPW]; STEP_REQ = prm[_STEP_REQ]; STEP_SEC = prm[_STEP_SEC]; GPC = prm[_GPC]
+    RPW = prm[_RPW]; STEP_REQ = prm[_STEP_REQ]; STEP_SEC = prm[_STEP_SEC]
     KA = prm[_KA]; KB = prm[_KB]
     state, slot_cta, slot_tm, slot_tn, slot_step, slot_ksteps, slot_fpos = sched
     seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start, thr_a = maps[:7]
@@ -172,7 +173,7 @@ def _generate(prm, maps, sched, rows, scratch, out, dgrad, wgrad):
                     q1, nreq, nsec = _step_wgrad(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_start, rows[8],
                                                  rows[9], sa_lo, sa_hi, kt_off, kt_rh, kt_sw, scratch[8], idx, ks,
                                                  slot_tm[idx] * TM, o_first, o_count, o_sec, nreq, nsec)
-                elif GPC > 0:                       # grouped fprop (traces._group_steps)
+                elif grouped is not None:           # grouped fprop (traces._group_steps)
                     q1, nreq, nsec = _step_group(prm, maps, rows, scratch, idx, ks, slot_tn[idx], o_first, o_count,
                                                  o_sec, nreq, nsec)
                 elif not ALN:
@@ -298,3 +299,9 @@ def _generate(prm, maps, sched, rows, scratch, out, dgrad, wgrad):
 # about 8 s of its 23 s of stream-generator compilation on the 2-core development machine (under load).
 # The (dgrad, wgrad) arguments of `_generate` for each op (``prm[_OP]``):
 OP_FLAGS = {_FPROP: (None, None), _DGRAD: (1, None), _WGRAD: (None, 1)}
+
+
+def generate_flags(prm) -> tuple:
+    """The (dgrad, wgrad, grouped) arguments of `_generate` for the plan ``prm``: a grouped layer's
+    step (`traces._group_steps`) is compiled only for grouped layers, like the ops' steps."""
+    return (*OP_FLAGS[int(prm[_OP])], 1 if prm[_GPC] > 0 else None)

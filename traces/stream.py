@@ -48,7 +48,7 @@ import numpy as np
 
 from simcore.gpus import GPU
 
-from ._generate import OP_FLAGS, _generate
+from ._generate import _generate, generate_flags
 from ._layout import (
     _N, _C, _H, _W, _K, _R, _S, _SH, _SW, _PH, _PW, _DH, _DW, _P, _Q, _M, _GK, _TM, _TN, _TK, _THREADS,
     _NCHW, _EB, _V, _TCA, _TSA, _IA, _TCB, _TSB, _IB, _SMS, _SLOTS, _TILES_M, _TILES_N, _SWZ, _NBLOCKS,
@@ -357,7 +357,7 @@ class _Generator:
             return None
         out = tuple(_NO_FIELD[i] if b is None else b for i, b in enumerate(bufs))
         nreq, nsec = _generate(self.plan.params, self.maps, self.sched, self.rows, self.scratch, out,
-                               *OP_FLAGS[int(self.plan.params[_OP])])
+                               *generate_flags(self.plan.params))
         if nreq == 0:
             if self.done:
                 return None
