@@ -242,13 +242,16 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     b_round = b_al + b_be * tk
     dense = C * eb < SEC
     wsum = miss_a = miss_b = 0.0
+    reuse_of = {}
     for weight, tns, tms in _sampled_sms(tiles_m, tiles_n, swz, gpu.sms, cps, _TILE_SAMPLES * 2):
         k = len(tns)
         na, nb = len(set(tms)), len(set(tns))
         per_round = na * a_round + nb * b_round
-        distinct = sorted(set(tns))
-        lo_r = np.array([t * tn for t in distinct], np.int64)
-        total, first, dist, wt = pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo_r, lo_r + tn)
+        distinct = tuple(sorted(set(tns)))
+        if distinct not in reuse_of:                          # samples often hold the same column tiles
+            lo_r = np.array([t * tn for t in distinct], np.int64)
+            reuse_of[distinct] = pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo_r, lo_r + tn)
+        total, first, dist, wt = reuse_of[distinct]
         sec_elem = nb * b_lookups / total if total else 0.0
         first_sec = first * eb / SEC if dense else first * sec_elem
         far = far_misses(dist.astype(np.float64), wt, na * a_lines_row + nb * b_be, nb * b_al, cap,
@@ -272,7 +275,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     miss_a = min(float(sec_a), miss_a / wsum * ctas if wsum else 0.0)
     miss_b = min(float(sec_b), miss_b / wsum * ctas if wsum else 0.0)
     b_round_avg = b_round
-    all_total, all_first, _d, _w = pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, 0, RSC)
+    all_total, all_first, all_dist, all_wt = pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, 0, RSC)
     b_first_frac = all_first / all_total if all_total else 1.0
 
     # L2: compulsory dy and x; x pixels re-read across the wave's columns beyond the L2; tiles of
@@ -282,7 +285,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     uniq_dy = float(cdiv(NPQ * K * eb, SEC))
     uniq_x = float(uniq_input(N, C, H, W, P, Q, R, S, *layer.stride, *layer.pad, *layer.dilation, eb, True, SEC))
     per_round = na_wave * a_round + nb_wave * b_round_avg
-    total_all, first_all, dist_all, wt_all = pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, 0, RSC)
+    total_all, first_all, dist_all, wt_all = all_total, all_first, all_dist, all_wt
     sec_per_access = (sec_b / tiles_m) / total_all if total_all else 0.0
     far_b = 0.0
     for d, w in zip(dist_all, wt_all):
