@@ -366,3 +366,24 @@ def test_records_round_trip_through_journal_and_file(tmp_path):
     doc = load_sweep(out)
     assert [c["status"] for c in doc["cases"]] == ["done", "failed"] and doc["cases"][1]["error"] == "ValueError: no"
     assert doc["cases"][0]["summary"]["bound"] == "l2" and doc["cases"][0]["summary"]["time_s"] == pytest.approx(3e-6)
+
+
+def test_cache_dir_is_filled_and_read_back(serial_doc, layers_file, tmp_path, monkeypatch):
+    """--cache-dir: a simulated sweep writes one entry per distinct simulation (readable with
+    traces.simcache.read_cache), and a second sweep with the same cache simulates nothing and gives
+    the same results."""
+    from traces.simcache import read_cache
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    out = tmp_path / "first.h5"
+    assert sweep.main(_argv(layers_file, out, "--jobs", "1", "--cache-dir", str(cache))) == 0
+    entries = sorted(p.stem for p in cache.iterdir())
+    assert entries and all(read_cache(str(cache), key) is not None for key in entries)
+    assert _comparable(load_sweep(out)) == _comparable(serial_doc)
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("simulated although every layer is in the cache")
+    monkeypatch.setattr(sweep, "simulate_layer", no_simulation)
+    again = tmp_path / "again.h5"
+    assert sweep.main(_argv(layers_file, again, "--jobs", "1", "--cache-dir", str(cache))) == 0
+    assert _comparable(load_sweep(again)) == _comparable(serial_doc)

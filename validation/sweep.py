@@ -234,8 +234,8 @@ class _Sweep:
                     continue
                 found = None
                 if args.cache_dir:
-                    from traces.simcache import read_cache as _read_cache
-                    found = _read_cache(args.cache_dir, key)
+                    from traces.simcache import read_cache
+                    found = read_cache(args.cache_dir, key)
                 if found is not None:
                     self.sim_results[key] = (found, None)
                     self.cached_layers += 1
@@ -332,8 +332,8 @@ def _run(args, sweep, executor) -> int:
         metrics = {key: int(value) for key, value in result.items()}
         sweep.sim_results[what] = (metrics, seconds)
         if args.cache_dir:
-            from .calibrate import _write_cache
-            _write_cache(args.cache_dir, what, metrics)
+            from traces.simcache import write_cache
+            write_cache(args.cache_dir, what, metrics)
         waiting = [index for index, _ in sweep.waiting.get(what, [])]
         progress.advance(costs[task], layers=len(waiting))
         finish_ready(sorted(set(waiting)))
