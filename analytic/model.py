@@ -151,9 +151,9 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
     k0) in increasing order of T, and between two consecutive reads (times k0 T_prev and k0 T_j) the
     wave touches every dy line of the blocks from the slowest's position to the fastest's, (k0
     T_prev / T_max, k0 T_j / T_1] (blocks of all resident tile indices: the co-resident sub-problems
-    cover every tile index) and the filters of those blocks. Averaged over k0; past the last block,
-    CTAs that replace finished ones keep touching lines at the same rate when the grid has more CTAs
-    than a wave. (Counting also the dx rows that finished sub-problems store, a CTA's stores coming at
+    cover every tile index) and the filters of those blocks, never more than dy and w hold (a block
+    swept twice adds no distinct line). Averaged over k0; past the last block, CTAs that replace
+    finished ones keep touching lines at the same rate when the grid has more CTAs than a wave. (Counting also the dx rows that finished sub-problems store, a CTA's stores coming at
     its end, over-predicted dy's DRAM reads on a100/h100 resnet50 b32 by 37-47 %: MODEL.md 9.)"""
     from ._common import cdiv
     from ._l2 import l2_miss_prob
@@ -174,7 +174,7 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
             if not more:
                 hi = min(hi, float(nblk))
             blocks = max(0.0, hi - k0 * prev / tmax)
-            gap = (dy_lines + w_lines) * blocks / nblk
+            gap = (dy_lines + w_lines) * min(1.0, blocks / nblk)   # no more distinct lines than dy and w hold
             miss += l2_miss_prob(gap / cap_lines, float(gpu.l2_ways), f.l2_cliff_spread)
         reread += uniq_dy * miss / samples
     return reread
