@@ -155,6 +155,7 @@ def test_compare_train_three_passes_per_layer_and_the_step(train_fakes, tmp_path
     assert "training step (fprop + dgrad + wgrad)" in text
     assert text.count("step predicted") == len(layers) + 1          # each layer and the network total
     assert "wgrad sim" in text and "conv1 (wgrad)" in text
+    assert "cp.async" not in text                     # SIMT passes: no cp.async rows of zeros
     back = results.load_results(out_h5)
     assert [e["op"] for e in back["layers"]] == [e["op"] for e in doc["layers"]] and back["op"] == "train"
     assert results.main([str(out_h5), "--quiet"]) == 0

@@ -206,6 +206,8 @@ def passes_table(title: str, passes: list, step: dict, indent="  ") -> str:
     cols = f"{indent}{'metric':<20}" + "".join(f"{op + ' sim':>10}{'pred':>8}" for op, _s, _p in passes)
     lines = [head, cols + f"{'step sim':>10}{'pred':>8}{'error':>8}"]
     for label, key, kind in TABLE_METRICS:
+        if key in _OPTIONAL_ROWS and not any((sim or {}).get(key) or pred.get(key) for _op, sim, pred in passes):
+            continue                                  # cp.async rows only where a pass has such loads
         line = f"{indent}{label:<20}"
         for _op, sim, pred in passes:
             line += f"{_value(kind, (sim or {}).get(key)):>10}{_value(kind, pred.get(key)):>8}"
