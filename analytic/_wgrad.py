@@ -285,10 +285,9 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     uniq_dy = float(cdiv(NPQ * K * eb, SEC))
     uniq_x = float(uniq_input(N, C, H, W, P, Q, R, S, *layer.stride, *layer.pad, *layer.dilation, eb, True, SEC))
     per_round = na_wave * a_round + nb_wave * b_round_avg
-    total_all, first_all, dist_all, wt_all = all_total, all_first, all_dist, all_wt
-    sec_per_access = (sec_b / tiles_m) / total_all if total_all else 0.0
+    sec_per_access = (sec_b / tiles_m) / all_total if all_total else 0.0
     far_b = 0.0
-    for d, w in zip(dist_all, wt_all):
+    for d, w in zip(all_dist, all_wt):
         far_b += w * l2_miss_prob(d / tk * per_round / cap_lines, l2_ways, spread)
     far_b *= sec_per_access
     a_slice = NPQ * a_sec_row

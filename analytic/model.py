@@ -15,9 +15,9 @@ from traces.kernel import KernelConfig
 
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, dirty_at_end, layer_time, machine_of as _machine
 from ._common import nsets as _nsets, uniq_input as _uniq_input
-from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
-from ._geometry import geometry, geometry_check
-from ._l2 import refetch_misses
+from ._counts import block_sharing, l1_counts, lines_per_row, nchw_lines_per_row
+from ._geometry import dgrad_subproblems, geometry, geometry_check
+from ._l2 import l2_miss_prob, refetch_misses
 from ._reuse import l1_configs, reuse_histogram
 from ._schedule import aggregate_configs, sm_configs, wave_stats
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
@@ -72,7 +72,6 @@ def _predict(layer, gpu, kernel, f, machine):
         from ._grouped_model import predict_grouped
         return predict_grouped(layer, gpu, kernel, f, machine, _predict_gemm)
     if kernel.op == "wgrad":
-        from ._geometry import l1_counts
         return predict_wgrad(layer, gpu, kernel, f, machine, l1_counts(layer, kernel))
     if kernel.op == "dgrad" and layer.stride != (1, 1):
         return _predict_strided_dgrad(layer, gpu, kernel, f, machine)
@@ -84,9 +83,6 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     engine as if alone, with dy's compulsory reads shared: every sub-problem reads (nearly) all of dy,
     one after the other in block order, so a later one finds it in L2 unless the tiles between evict
     it (their traffic against the L2, the engine's cliff)."""
-    from ._common import cdiv
-    from ._geometry import dgrad_subproblems, l1_counts
-    from ._l2 import l2_miss_prob
     subs = dgrad_subproblems(layer, kernel)
     total = None
     uniq_sum = 0.0
@@ -108,20 +104,19 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
                 total[k] *= scale
     eb = kernel.elem_bytes
     SEC, LINE = gpu.sector_bytes, gpu.line_bytes
-    uniq_dy = float(cdiv(layer.n * layer.p * layer.q * layer.k * eb, SEC))
+    uniq_dy = float(_cdiv(layer.n * layer.p * layer.q * layer.k * eb, SEC))
     # in block order (tile_m fastest) sub-problem f + 1's tile i follows f's tile i by the tile_m_per_filter
     # blocks of one sub-problem: in the same wave when that is under a wave, else after their lines
     if len(subs) > 1:
         cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
-        tpf = cdiv(layer.n * cdiv(layer.h, layer.stride[0]) * cdiv(layer.w, layer.stride[1]), kernel.tile_m)
+        tpf = _cdiv(layer.n * _cdiv(layer.h, layer.stride[0]) * _cdiv(layer.w, layer.stride[1]), kernel.tile_m)
         per_wave = machine[0] * gpu.sms
-        # between the two reads: the other tiles of the sub-problem (their rows span all of dy once),
-        # the dx rows they store, and their filters
-        gap_lines = (cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
-                     + total[Mx.L2_WR_SECTORS] * SEC / LINE / len(subs)
-                     + cdiv(layer.params * eb, LINE) / len(subs))
         if tpf >= per_wave:
-            gap = gap_lines
+            # between the two reads: the other tiles of the sub-problem (their rows span all of dy once),
+            # the dx rows they store, and their filters
+            gap = (_cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
+                   + total[Mx.L2_WR_SECTORS] * SEC / LINE / len(subs)
+                   + _cdiv(layer.params * eb, LINE) / len(subs))
             reread = (len(subs) - 1) * uniq_dy * l2_miss_prob(gap / cap_lines, float(gpu.l2_ways),
                                                                f.l2_cliff_spread)
         else:
@@ -137,7 +132,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         for op in ops:
             total[f"{key}:{op}"] = float(ex[f"{name}_{op}"])
         total[key] = sum(total[f"{key}:{op}"] for op in "ABC")
-    ctas = sum(cdiv(g.win.m, kernel.tile_m) for g, _ in subs) * cdiv(layer.c, kernel.tile_n)
+    ctas = sum(_cdiv(g.win.m, kernel.tile_m) for g, _ in subs) * _cdiv(layer.c, kernel.tile_n)
     ksteps = max((g.ksteps for g, _ in subs), default=0)
     total.update(layer_time(layer, gpu, kernel, total, machine, (max(ctas, 1), ksteps, float(layer.flops))))
     return total
@@ -155,15 +150,13 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
     swept twice adds no distinct line). Averaged over k0; past the last block, CTAs that replace
     finished ones keep touching lines at the same rate when the grid has more CTAs than a wave. (Counting also the dx rows that finished sub-problems store, a CTA's stores coming at
     its end, over-predicted dy's DRAM reads on a100/h100 resnet50 b32 by 37-47 %: MODEL.md 9.)"""
-    from ._common import cdiv
-    from ._l2 import l2_miss_prob
     eb, LINE = kernel.elem_bytes, gpu.line_bytes
-    nblk = cdiv(layer.k, kernel.tile_k)
+    nblk = _cdiv(layer.k, kernel.tile_k)
     taps = sorted(g.ksteps / nblk for g, _ in subs)
     t1, tmax = taps[0], taps[-1]
-    dy_lines = cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
-    w_lines = cdiv(layer.params * eb, LINE)
-    more = tpf * len(subs) * cdiv(layer.c, kernel.tile_n) > per_wave
+    dy_lines = _cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
+    w_lines = _cdiv(layer.params * eb, LINE)
+    more = tpf * len(subs) * _cdiv(layer.c, kernel.tile_n) > per_wave
     samples = 32
     reread = 0.0
     for prev, cur in zip(taps, taps[1:]):

@@ -43,7 +43,7 @@ def check_grouped(layer, kernel) -> None:
     if kernel.op != "fprop":
         raise ValueError(f"layer {name}: groups={layer.groups} is supported for op 'fprop' only, got "
                          f"KernelConfig.op={kernel.op!r}")
-    if getattr(kernel, "math", "simt") != "simt":
+    if kernel.math != "simt":
         raise ValueError(f"layer {name}: groups={layer.groups} is supported for KernelConfig.math 'simt' only, "
                          f"got {kernel.math!r} (the grouped stream is stated for the SIMT kernels)")
     if kernel.layout != "nhwc":

@@ -22,6 +22,11 @@ TABLE_METRICS = (
 )
 #: Rows left out of a table where neither side has any (cp.async: tensor-op kernels only).
 _OPTIONAL_ROWS = (M.L1_LDGSTS_ACCESS_SECTORS, M.L1_LDGSTS_BYPASS_SECTORS)
+
+
+def _absent(key, *counts) -> bool:
+    """An optional row (cp.async sectors) that none of ``counts`` (metric dicts or None) has."""
+    return key in _OPTIONAL_ROWS and not any((c or {}).get(key) for c in counts)
 #: Keys summarised (mean / worst absolute relative error) over the layers: table rows, then the rest.
 SUMMARY_METRICS = tuple(key for _, key, _ in TABLE_METRICS) + tuple(
     key for key in M.METRICS if key not in {k for _, k, _ in TABLE_METRICS})
@@ -122,7 +127,7 @@ def _metric_table(simulated, predicted, errors, measured=None, measured_errors=N
         head += f"{'measured':>11}{'sim err':>9}{'pred err':>9}"
     lines = [head]
     for label, key, kind in TABLE_METRICS:
-        if key in _OPTIONAL_ROWS and not simulated.get(key) and not predicted.get(key):
+        if _absent(key, simulated, predicted):
             continue
         line = (f"{indent}{label:<20}{_value(kind, simulated.get(key)):>11}"
                 f"{_value(kind, predicted.get(key)):>11}{pct(errors.get(key)):>9}")
@@ -206,7 +211,7 @@ def passes_table(title: str, passes: list, step: dict, indent="  ") -> str:
     cols = f"{indent}{'metric':<20}" + "".join(f"{op + ' sim':>10}{'pred':>8}" for op, _s, _p in passes)
     lines = [head, cols + f"{'step sim':>10}{'pred':>8}{'error':>8}"]
     for label, key, kind in TABLE_METRICS:
-        if key in _OPTIONAL_ROWS and not any((sim or {}).get(key) or pred.get(key) for _op, sim, pred in passes):
+        if _absent(key, *(counts for _op, sim, pred in passes for counts in (sim, pred))):
             continue                                  # cp.async rows only where a pass has such loads
         line = f"{indent}{label:<20}"
         for _op, sim, pred in passes:
