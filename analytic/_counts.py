@@ -32,6 +32,8 @@ from simcore._jit import njit
 from traces.kernel import KernelConfig
 from traces.layer import ConvLayer
 
+from ._tiers import tiered
+
 SEC = 32
 
 
@@ -181,6 +183,7 @@ def _blocks(extent, tile, eb):
     return out
 
 
+@tiered
 def l1_counts(layer, kernel) -> dict:
     """Exact L1 load requests/sectors (A, B) and store requests/sectors (C) of one layer, for
     ``kernel.op`` fprop, dgrad or wgrad (arguments already validated: see `l1_counts_for`)."""

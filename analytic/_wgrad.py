@@ -18,7 +18,7 @@ from ._counts import _ramp, _range_1d
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py and _reuse.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "0d3fd0b15dcec016"
+_JIT_DEPS_SHA256 = "ec0520a393a574e0"
 
 __all__ = ["pixel_reuse"]
 

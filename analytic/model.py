@@ -20,6 +20,7 @@ from ._geometry import dgrad_subproblems, geometry, geometry_check
 from ._l2 import l2_miss_prob, refetch_misses
 from ._reuse import l1_configs, reuse_histogram
 from ._schedule import aggregate_configs, sm_configs, wave_stats
+from ._tiers import tiered
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
@@ -65,6 +66,7 @@ def predict_network(layers, gpu, kernel=None, factors=None) -> list:
     return out
 
 
+@tiered
 def _predict(layer, gpu, kernel, f, machine):
     """One layer: wgrad's own driver, grouped fprop's dense sub-problems, or the op's `Geometry` and the GEMM
     engine."""

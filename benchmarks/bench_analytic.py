@@ -4,7 +4,8 @@
 
 Predicts every conv layer of vgg16, resnet50, alexnet and googlenet (batch 1 and 64) on v100, a100
 and h100 with the default kernel of each op (issue 14: the target holds for each op), repeatedly, on
-one core, after a warm-up (Numba JIT cache).
+one core, after a warm-up (Numba JIT cache), with the model's kernels compiled (`analytic.set_model_kernels`:
+a process's first predictions otherwise run interpreted).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 
 import simcore
 import traces
-from analytic import predict_layer, predict_network
+from analytic import predict_layer, predict_network, set_model_kernels
 
 TARGET = 10_000.0
 
@@ -30,6 +31,7 @@ def workload(op="fprop"):
 
 
 def measure(seconds: float = 3.0, network_api: bool = False, op: str = "fprop") -> float:
+    set_model_kernels("compiled")
     cases = workload(op)
     for layers, gpu, kernel in cases:            # warm-up
         predict_network(layers[:1], gpu, kernel)

@@ -45,18 +45,20 @@ def njit(*args, **options):
 
 
 # CPU seconds the first ``python -m validation.compare vgg16`` spends (empty Numba cache), measured by
-# ``benchmarks/bench_coldstart.py`` on the 2-core development machine (38.5 s under a load average of
-# 6, split over three processes: see ``validation.common.start_first_run``); the first-run notice
-# divides it by the cores those processes can use.
-FIRST_RUN_CPU_SECONDS = 38
+# ``benchmarks/bench_coldstart.py`` on the 2-core development machine (24.2 s, 13.5 s wall; all but
+# about 1 s in the two processes that compile the simulator: see ``validation.common.start_first_run``;
+# the model compiles nothing on a first run, `analytic._tiers`); the first-run notice divides it by
+# the cores those processes can use.
+FIRST_RUN_CPU_SECONDS = 24
+COMPILING_PROCESSES = 2
 
 
 def first_run_seconds(cpus=None) -> int:
     """The wall time the first-run notice quotes: ``FIRST_RUN_CPU_SECONDS`` over ``cpus`` (default: this
-    machine's count) cores, at most 3 (the processes that compile)."""
+    machine's count) cores, at most `COMPILING_PROCESSES` (the processes that compile)."""
     if cpus is None:
         cpus = os.cpu_count() or 1
-    return -(-FIRST_RUN_CPU_SECONDS // max(1, min(3, cpus)))
+    return -(-FIRST_RUN_CPU_SECONDS // max(1, min(COMPILING_PROCESSES, cpus)))
 
 
 def is_cached(dispatcher) -> bool:
@@ -70,7 +72,7 @@ def is_cached(dispatcher) -> bool:
 
 
 def compile_notice(dispatchers, stream, what="the simulator", seconds=None) -> bool:
-    """Write one line to ``stream`` ("compiling the simulator, first run only, about 19 s"; ``seconds``,
+    """Write one line to ``stream`` ("compiling the simulator, first run only, about 12 s"; ``seconds``,
     default `first_run_seconds`) when one of ``dispatchers`` is not in Numba's cache, i.e. when this run
     will compile; return whether it did."""
     if all(is_cached(d) for d in dispatchers):

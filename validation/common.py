@@ -27,21 +27,20 @@ __all__ = ["CLIError", "ArgumentParser", "package_version", "versions", "atomic_
 
 
 def start_first_run(gpu=None, kernels=(), stream=None) -> list:
-    """On a first run (the main kernels not in Numba's on-disk cache yet: a fresh clone), say so in one
-    line on ``stream`` (default stderr) and start background processes that compile the simulator's
-    kernels into the cache (``traces.simulate._compile_kernels``: the stream generator, the cache
-    hierarchy) while this process compiles the model's by predicting; ``finish_first_run`` waits for
-    them before the first simulation, which then loads the kernels. Compiling is single-threaded, so this
-    uses the machine's other cores: for ``validation.compare vgg16`` on the 2-core development machine
-    about 9 / 13 / 16 CPU seconds (stream / hierarchy / model with the simulation, each alone under a
-    load average of 5). ``gpu`` and ``kernels`` (the run's): which generators (ops) and which copy of
-    the L1 loop to compile (default: v100, fprop). Later runs: nothing said, nothing started. Returns
-    the processes."""
-    from analytic._counts_fprop import _l1_nhwc
+    """On a first run (the simulator's kernels not in Numba's on-disk cache yet: a fresh clone), say so
+    in one line on ``stream`` (default stderr) and start background processes that compile them into
+    the cache (``traces.simulate._compile_kernels``: the stream generator, the cache hierarchy), one
+    part each, so that both use the machine's cores while this process predicts (the model needs no
+    compilation: its first predictions run interpreted, `analytic._tiers`); ``finish_first_run``
+    waits for them before the first simulation, which then loads the kernels. For
+    ``validation.compare vgg16`` on the 2-core development machine about 12 and 11 CPU seconds
+    (stream, hierarchy). ``gpu`` and ``kernels`` (the run's): which generators (ops) and which copy
+    of the L1 loop to compile (default: v100, fprop). Later runs: nothing said, nothing started.
+    Returns the processes."""
     from simcore._jit import compile_notice, is_cached
     from simcore._phases import _l1_sm
     from traces._generate import _generate
-    if not compile_notice((_l1_sm, _generate, _l1_nhwc), sys.stderr if stream is None else stream):
+    if not compile_notice((_l1_sm, _generate), sys.stderr if stream is None else stream):
         return []
     root = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["traces"].__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
