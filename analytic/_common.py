@@ -2,24 +2,25 @@
 store/dirty walk, the metric dict, the time model."""
 from __future__ import annotations
 
+import functools
 import math
-
-import numpy as np
 
 from simcore import metrics as Mx
 
-from ._reuse import row_units, touched_mask_1d, touched_runs_1d
+from ._reuse import row_units, touched_axes
 
-__all__ = ["TIMING_KEYS", "cdiv", "nsets", "uniq_input", "dirty_at_end", "assemble", "layer_time", "machine_of"]
+__all__ = ["TIMING_KEYS", "cdiv", "nsets", "uniq_input", "uniq_inputs", "dirty_at_end", "assemble", "layer_time",
+           "machine_of"]
 
 TIMING_KEYS = ("flops", "time_s", "bound", "time_compute_s", "time_l1_s", "time_l2_s", "time_dram_s",
                "ai_l1", "ai_l2", "ai_dram", "waves")
 _BOUNDS = ("compute", "l1", "l2", "dram")
-# metric rows of the assembled prediction: one row per key of simcore.metrics, columns A, B, C
+# the assembled prediction: a total per key of simcore.metrics, then the key per operand A, B, C
 _TOTAL_KEYS = tuple(Mx.METRICS)
-_ROW = {key: i for i, key in enumerate(_TOTAL_KEYS)}
-_OPERAND_KEYS = tuple(f"{key}:{op}" for key in _TOTAL_KEYS for op in "ABC")
-_ZERO_ROWS = np.zeros((len(_TOTAL_KEYS), 3))
+_KEYS_ABC = tuple(tuple(f"{key}:{op}" for op in "ABC") for key in _TOTAL_KEYS)
+_ZERO3 = (0.0, 0.0, 0.0)
+
+
 def cdiv(a, b):
     return -(-a // b)
 
@@ -39,18 +40,26 @@ def uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC):
     the layer: the touched rows and columns are unions of the filter taps' progressions; whole touched
     rows (and whole images) are contiguous runs of bytes, otherwise the units of each touched row are
     counted from its touched columns (`_reuse.row_units`, averaged over row alignments)."""
-    ht, hruns = touched_runs_1d(P, H, sh, ph, dh, R)
-    hit_w = touched_mask_1d(Q, W, sw, pw, dw, S)
-    wt = int(hit_w.sum())
+    return uniq_inputs(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, (SEC,))[0]
+
+
+def uniq_inputs(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, units) -> tuple:
+    """`uniq_input` for each unit size of ``units`` (the touched rows and columns found once)."""
+    ht, hruns, wt, hit_w = touched_axes(P, H, sh, ph, dh, R, Q, W, sw, pw, dw, S)
     pix = C * eb if nhwc else eb            # bytes per input column within a row
     planes = 1 if nhwc else C
-    if pix % SEC == 0:
-        return float(N * planes * ht * wt * (pix // SEC))
-    if wt == W:                              # whole input rows: runs of touched rows are contiguous
-        if ht == H:
-            return float(cdiv(N * planes * H * W * pix, SEC))
-        return N * planes * (ht * W * pix + hruns * (SEC - eb)) / SEC
-    return N * planes * ht * row_units(hit_w, pix, W * pix, SEC)
+    out = []
+    for SEC in units:
+        if pix % SEC == 0:
+            out.append(float(N * planes * ht * wt * (pix // SEC)))
+        elif wt == W:                        # whole input rows: runs of touched rows are contiguous
+            if ht == H:
+                out.append(float(cdiv(N * planes * H * W * pix, SEC)))
+            else:
+                out.append(N * planes * (ht * W * pix + hruns * (SEC - eb)) / SEC)
+        else:
+            out.append(N * planes * ht * row_units(hit_w, pix, W * pix, SEC))
+    return tuple(out)
 
 
 def dirty_at_end(gpu, f, uniq_c, y_cta, r_full, ctas, per_wave, ctas_wave):
@@ -84,24 +93,33 @@ def assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a
     the L1 misses, L2 write sectors the store sectors (write misses: the distinct output sectors)."""
     l2_wr = float(sec_c)
     l2_wr_miss = min(l2_wr, uniq_c)
-    per = _ZERO_ROWS.copy()
-    per[_ROW[Mx.L1_LD_REQUESTS]] = (float(ex["req_A"]), float(ex["req_B"]), 0.0)
-    per[_ROW[Mx.L1_LD_SECTORS]] = (float(sec_a), float(sec_b), 0.0)
-    per[_ROW[Mx.L1_LD_HITS]] = (l1_hit_a, l1_hit_b, 0.0)
-    per[_ROW[Mx.L1_LD_MISSES]] = (miss_a, miss_b, 0.0)
-    per[_ROW[Mx.L1_ST_REQUESTS]] = (0.0, 0.0, float(ex["req_C"]))
-    per[_ROW[Mx.L1_ST_SECTORS]] = (0.0, 0.0, float(sec_c))
-    per[_ROW[Mx.L2_RD_SECTORS]] = (miss_a, miss_b, 0.0)
-    per[_ROW[Mx.L2_RD_MISSES]] = (dram_a, dram_b, 0.0)
-    per[_ROW[Mx.L2_RD_HITS]] = (miss_a - dram_a, miss_b - dram_b, 0.0)
-    per[_ROW[Mx.L2_WR_SECTORS]] = (0.0, 0.0, l2_wr)
-    per[_ROW[Mx.L2_WR_MISSES]] = (0.0, 0.0, l2_wr_miss)
-    per[_ROW[Mx.L2_WR_HITS]] = (0.0, 0.0, l2_wr - l2_wr_miss)
-    per[_ROW[Mx.DRAM_RD_SECTORS]] = (dram_a, dram_b, 0.0)
-    per[_ROW[Mx.DRAM_WR_SECTORS]] = (0.0, 0.0, dram_w)
-    per[_ROW[Mx.L2_DIRTY_AT_END]] = (0.0, 0.0, dirty)
-    out = dict(zip(_TOTAL_KEYS, per.sum(axis=1).tolist()))
-    out.update(zip(_OPERAND_KEYS, per.ravel().tolist()))
+    # (A, B, C) per key, as Python floats; a total is A + B + C in that order
+    rows = {
+        Mx.L1_LD_REQUESTS: (float(ex["req_A"]), float(ex["req_B"]), 0.0),
+        Mx.L1_LD_SECTORS: (float(sec_a), float(sec_b), 0.0),
+        Mx.L1_LD_HITS: (float(l1_hit_a), float(l1_hit_b), 0.0),
+        Mx.L1_LD_MISSES: (float(miss_a), float(miss_b), 0.0),
+        Mx.L1_ST_REQUESTS: (0.0, 0.0, float(ex["req_C"])),
+        Mx.L1_ST_SECTORS: (0.0, 0.0, float(sec_c)),
+        Mx.L2_RD_SECTORS: (float(miss_a), float(miss_b), 0.0),
+        Mx.L2_RD_MISSES: (float(dram_a), float(dram_b), 0.0),
+        Mx.L2_RD_HITS: (float(miss_a - dram_a), float(miss_b - dram_b), 0.0),
+        Mx.L2_WR_SECTORS: (0.0, 0.0, l2_wr),
+        Mx.L2_WR_MISSES: (0.0, 0.0, float(l2_wr_miss)),
+        Mx.L2_WR_HITS: (0.0, 0.0, float(l2_wr - l2_wr_miss)),
+        Mx.DRAM_RD_SECTORS: (float(dram_a), float(dram_b), 0.0),
+        Mx.DRAM_WR_SECTORS: (0.0, 0.0, float(dram_w)),
+        Mx.L2_DIRTY_AT_END: (0.0, 0.0, float(dirty)),
+    }
+    out = {}
+    operands = {}
+    for key, keys_abc in zip(_TOTAL_KEYS, _KEYS_ABC):
+        a, b, c = rows.get(key, _ZERO3)
+        out[key] = a + b + c
+        operands[keys_abc[0]] = a
+        operands[keys_abc[1]] = b
+        operands[keys_abc[2]] = c
+    out.update(operands)
     return out
 
 
@@ -140,7 +158,10 @@ def layer_time(layer, gpu, kernel, counts, machine=None, grid=None) -> dict:
     dram_bytes = (counts[Mx.DRAM_RD_SECTORS] + counts[Mx.DRAM_WR_SECTORS]) * SEC
     t_dram = dram_bytes / (gpu.dram_gbps * 1e9)
     times = (t_compute, t_l1, t_l2, t_dram)
-    ib = max(range(4), key=lambda i: times[i])
+    ib = 0                                   # the first largest, as max() picks
+    for i in (1, 2, 3):
+        if times[i] > times[ib]:
+            ib = i
     return {"flops": flops, "time_compute_s": t_compute, "time_l1_s": t_l1, "time_l2_s": t_l2,
             "time_dram_s": t_dram, "time_s": times[ib], "bound": _BOUNDS[ib],
             "ai_l1": flops / l1_bytes if l1_bytes else math.inf,
@@ -158,7 +179,9 @@ def compute_peak(gpu, kernel) -> float:
     return gpu.simt_tflops_for(kernel.dtype) * 1e12
 
 
+@functools.lru_cache(maxsize=256)
 def machine_of(gpu, kernel):
-    """Kernel-on-GPU figures shared by every layer: CTAs per SM, L1 ways and sets."""
+    """Kernel-on-GPU figures shared by every layer: CTAs per SM, L1 ways and sets (cached per equal GPU
+    and kernel, both frozen: 10 us of every `predict_layer` call, a tenth of it, went here)."""
     l1 = kernel.l1_config(gpu)
     return kernel.resident_ctas(gpu), l1.ways, l1.sets

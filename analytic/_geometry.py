@@ -152,14 +152,15 @@ def _starting_coord(stride, pad, start):
     return abs(stride - (pad % stride - start)) % stride
 
 
-def dgrad_subproblems(layer, kernel) -> list:
+def dgrad_subproblems(layer, kernel, total=None) -> list:
     """Strided dgrad (DESIGN 3a) as one unit-stride-like GEMM per starting filter position f: rows
     (n, p', q') of dx pixels h = start_h + p' stride_h (w likewise), taps r = start_r, start_r +
     stride_h, ... read dy at p = p' + off_h - i (i-th tap), i.e. an fprop window over dy with stride 1,
     dilation 1, the taps in reverse. Returns [(Geometry, share)]: sub-problems with at least one tap
     and one row (idle and store-only CTAs load nothing); ``share`` is the sub-problem's part of the
     layer's B and C traffic (its taps' and rows' share); A and B counts are the sub-problem's exact ones
-    (`_counts_backward._l1_dgrad` on its starting position alone), C its rows' share of the stores."""
+    (`_counts_backward._l1_dgrad` on its starting position alone), C its rows' share of the stores.
+    ``total``: the layer's `l1_counts`, if the caller has them."""
     from ._counts_backward import _dgrad_positions, _l1_dgrad
     from ._groups import kernel_templates
     N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
@@ -168,7 +169,8 @@ def dgrad_subproblems(layer, kernel) -> list:
     P, Q = layer.p, layer.q
     eb = kernel.elem_bytes
     tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
-    total = l1_counts(layer, kernel)
+    if total is None:
+        total = l1_counts(layer, kernel)
     fpos, per_filter = _dgrad_positions(layer, kernel)
     tpl = kernel_templates(kernel)
     subs = []
@@ -190,6 +192,11 @@ def dgrad_subproblems(layer, kernel) -> list:
     uniq_b = float(_cdiv(K * C * R * S * eb, SEC))
     tiles_n = _cdiv(C, tn)
     last_n = C - (tiles_n - 1) * tn
+    # B lines of a k-step row and of a column tile's row: the same for every sub-problem
+    rows = K / _cdiv(K, tk)
+    lpr_b = lines_per_row(C, tn, eb, row_b, sw * C * eb, LINE)
+    lines_tn = lines_per_row(tn, tn, eb, row_b, sw * C * eb, LINE)
+    lines_last = lines_per_row(last_n, last_n, eb, row_b, sw * C * eb, LINE) if last_n != tn else lines_tn
     for kind, nr, ns, pp, qq, start_r, start_s, start_h, start_w in subs:
         if not kind:
             continue
@@ -204,17 +211,12 @@ def dgrad_subproblems(layer, kernel) -> list:
         row_share = pp * qq / rows_total
         ex = {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
               "req_C": total["req_C"] * row_share, "sec_C": total["sec_C"] * row_share}
-        rows = K / _cdiv(K, tk)
-        lpr_b = lines_per_row(C, tn, eb, row_b, sw * C * eb, LINE)
         slice_rows = K * nr * ns
-
-        def row_lines(width):
-            return lines_per_row(width, width, eb, row_b, sw * C * eb, LINE)
         if last_n != tn:
-            ncls = np.array([[rows * row_lines(tn), (tiles_n - 1) / tiles_n, slice_rows * row_lines(tn)],
-                             [rows * row_lines(last_n), 1.0 / tiles_n, slice_rows * row_lines(last_n)]])
+            ncls = np.array([[rows * lines_tn, (tiles_n - 1) / tiles_n, slice_rows * lines_tn],
+                             [rows * lines_last, 1.0 / tiles_n, slice_rows * lines_last]])
         else:
-            ncls = np.array([[rows * row_lines(tn), 1.0, slice_rows * row_lines(tn)]])
+            ncls = np.array([[rows * lines_tn, 1.0, slice_rows * lines_tn]])
         flops = 2.0 * N * pp * qq * C * K * nr * ns
         geo = Geometry("dgrad", win, C, nr * ns * _cdiv(K, tk), ex, rows, row_b, sw * C * eb, lpr_b, ncls,
                        uniq_b * nr * ns / (R * S), 0.0, 0.0, flops)

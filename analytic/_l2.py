@@ -19,7 +19,7 @@ import math
 
 from simcore._jit import njit
 
-__all__ = ["l2_miss_prob", "refetch_misses", "footprint"]
+__all__ = ["l2_miss_prob", "refetch_misses", "footprint", "swept_rereads"]
 
 
 @njit(cache=True)
@@ -49,3 +49,29 @@ def refetch_misses(hist, volume, f1, fnew, cap_lines, ways, spread):
             continue
         total += hist[g] * volume * l2_miss_prob(footprint(g, f1, fnew) / cap_lines, ways, spread)
     return total
+
+
+@njit(cache=True)
+def swept_rereads(taps, nblk, lines, more, samples, cap_lines, ways, spread, volume):
+    """``volume`` x the mean L2 miss probability, summed over consecutive pairs (prev, cur) of the
+    ascending ``taps``, of a line read at block k0 T_prev / T_max and again at k0 T_cur / T_1 (k0 at
+    ``samples`` points over the ``nblk`` blocks; the blocks swept between, capped at ``nblk`` unless
+    ``more``, touch their share of ``lines``): strided dgrad's co-resident sub-problems
+    (`analytic.model._coresident_rereads`)."""
+    t1 = taps[0]
+    tmax = taps[taps.shape[0] - 1]
+    reread = 0.0
+    for j in range(1, taps.shape[0]):
+        prev = taps[j - 1]
+        cur = taps[j]
+        miss = 0.0
+        for i in range(samples):
+            k0 = (i + 0.5) * nblk / samples
+            hi = k0 * cur / t1
+            if not more:
+                hi = min(hi, float(nblk))
+            blocks = max(0.0, hi - k0 * prev / tmax)
+            gap = lines * min(1.0, blocks / nblk)            # no more distinct lines than dy and w hold
+            miss += l2_miss_prob(gap / cap_lines, ways, spread)
+        reread += volume * miss / samples
+    return reread

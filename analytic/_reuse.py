@@ -10,7 +10,7 @@ from ._l2 import l2_miss_prob
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _l2.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "1b5a04264addddb9"
+_JIT_DEPS_SHA256 = "c8ee633a798dd9aa"
 
 
 @njit(cache=True)
@@ -352,6 +352,20 @@ def touched_runs_1d(out_size, in_size, stride, pad, dil, filt):
             if x == 0 or not hit[x - 1]:
                 runs += 1
     return count, runs
+
+
+@njit(cache=True)
+def touched_axes(P, H, sh, ph, dh, R, Q, W, sw, pw, dw, S):
+    """(touched rows, their maximal runs, touched columns, the columns' mask) of an input image:
+    `touched_runs_1d` along h and `touched_mask_1d` along w in one call (the model's compulsory
+    traffic asks for both, once per prediction)."""
+    ht, hruns = touched_runs_1d(P, H, sh, ph, dh, R)
+    hit_w = touched_mask_1d(Q, W, sw, pw, dw, S)
+    wt = 0
+    for x in range(W):
+        if hit_w[x]:
+            wt += 1
+    return ht, hruns, wt, hit_w
 
 
 @njit(cache=True)

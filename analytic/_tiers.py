@@ -16,7 +16,9 @@ How: while an entry point decorated with `tiered` runs in the interpreted tier, 
 `KERNEL_MODULES` has its Numba dispatchers replaced by their Python functions, so Python code and the
 kernels' own bodies call Python; the dispatchers are put back when the outermost such call returns.
 Results do not depend on the tier (tests/test_model_tiers.py). ``DELTASIM_MODEL_KERNELS`` (or
-`set_model_kernels`) forces "compiled" or "interpreted"; "auto" (default) is the rule above.
+`set_model_kernels`) forces "compiled" or "interpreted"; "auto" (default) is the rule above. The
+variable is read at each prediction until the process settles on the compiled tier (auto mode past
+the limit), then no more (the check cost a few us of a 100 us prediction): set it before starting.
 """
 from __future__ import annotations
 
@@ -46,7 +48,8 @@ _ENV = "DELTASIM_MODEL_KERNELS"
 _lock = threading.RLock()
 _turn = threading.Condition(threading.Lock())     # guards "count", "active" and the swap
 _local = threading.local()                         # .depth: inside a tiered call in this thread
-_state = {"mode": None, "count": 0, "active": 0, "saved": []}
+# "settled": compiled for good (auto mode past the limit, or "compiled" set): calls skip the checks
+_state = {"mode": None, "count": 0, "active": 0, "saved": [], "settled": False}
 
 
 def _check_mode(mode, where):
@@ -71,6 +74,7 @@ def set_model_kernels(mode) -> str:
         _check_mode(mode, "model kernels mode")
     with _lock:
         previous, _state["mode"] = _state["mode"], mode
+        _state["settled"] = mode == "compiled"
     return previous
 
 
@@ -109,11 +113,15 @@ def tiered(function):
     are swapped out: a kernel compiled then would see Python functions for its callees."""
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
+        if _state["settled"] and _state["active"] == 0:
+            return function(*args, **kwargs)          # compiled for good: two lookups (a few us saved)
         if getattr(_local, "depth", 0):
             return function(*args, **kwargs)
         # compiled tier, no bookkeeping. The order of the reads matters: a swap raises "active" before
         # the count, under the GIL, so a count past the limit seen here implies its "active" is seen
         if not _interpreting() and _state["active"] == 0:
+            if model_kernels() == "auto":
+                _state["settled"] = True              # the count only grows: compiled from now on
             return function(*args, **kwargs)
         with _turn:
             while True:

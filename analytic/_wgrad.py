@@ -13,12 +13,15 @@ from __future__ import annotations
 import numpy as np
 from simcore._jit import njit
 
-from ._counts import _ramp, _range_1d
+from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
+from ._counts import _ramp, _range_1d, lines_per_row
+from ._l2 import l2_miss_prob, refetch_misses
+from ._schedule import tile_of, wave_stats
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
-# _counts.py and _reuse.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
+# _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "ec0520a393a574e0"
+_JIT_DEPS_SHA256 = "002cc262ed92862b"
 
 __all__ = ["pixel_reuse"]
 
@@ -140,27 +143,122 @@ def far_misses(dist, wt, per_row, const, cap, lo, hi):
 _SM_SAMPLES = 128
 _WAVE_SAMPLES = 48
 _TILE_SAMPLES = 8
+_PHI = (5 ** 0.5 - 1) / 2                  # golden-ratio sample positions
 
 
+@njit(cache=True)
 def _sampled_sms(tiles_m, tiles_n, swz, sms, cps, samples):
-    """[(weight, [tile_n of each slot], [tile_m of each slot])] for at most ``samples`` (wave, SM)
-    pairs spread over the dispatch (golden-ratio positions), weights summing to the CTAs."""
-    from ._schedule import tile_of
+    """At most ``samples`` (wave, SM) pairs spread over the dispatch (golden-ratio positions): (weight
+    of each, first slot of each, tile_m and tile_n of each slot), weights summing to the CTAs."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
-    full, last = divmod(ctas, per_wave)
+    full = ctas // per_wave
+    last = ctas % per_wave
     pairs = full * sms + min(sms, last)                      # the (wave, SM) pairs that hold CTAs
     take = min(pairs, samples)
-    phi = (5 ** 0.5 - 1) / 2
-    out = []
+    start = np.zeros(take + 1, np.int64)
+    slot_m = np.empty(take * cps, np.int64)
+    slot_n = np.empty(take * cps, np.int64)
+    n = 0
+    k = 0
     for i in range(take):
-        j = i if take == pairs else int(((i + 0.5) * phi % 1.0) * pairs)
-        w, sm = divmod(j, sms)
-        tiles = [tile_of(v, tiles_m, tiles_n, swz) for v in range(w * per_wave + sm, min(ctas, (w + 1) * per_wave), sms)]
-        if tiles:
-            out.append(tiles)
-    scale = ctas / max(1, sum(len(t) for t in out))
-    return [(len(t) * scale, [x[1] for x in t], [x[0] for x in t]) for t in out]
+        j = i if take == pairs else int(((i + 0.5) * _PHI % 1.0) * pairs)
+        w = j // sms
+        sm = j % sms
+        first = k
+        for v in range(w * per_wave + sm, min(ctas, (w + 1) * per_wave), sms):
+            slot_m[k], slot_n[k] = tile_of(v, tiles_m, tiles_n, swz)
+            k += 1
+        if k > first:
+            n += 1
+            start[n] = k
+    scale = ctas / max(1, k)
+    weight = np.empty(n, np.float64)
+    for i in range(n):
+        weight[i] = (start[i + 1] - start[i]) * scale
+    return weight, start[:n + 1], slot_m[:k], slot_n[:k]
+
+
+@njit(cache=True)
+def _distinct_sorted(x):
+    """The distinct values of a short array, ascending."""
+    out = np.sort(x)
+    m = 0
+    for i in range(out.shape[0]):
+        if m == 0 or out[m - 1] != out[i]:
+            out[m] = out[i]
+            m += 1
+    return out[:m]
+
+
+@njit(cache=True)
+def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q,
+                      tn, eb, sec, dense, a_round, b_round, a_lines_row, b_al, b_be, cap, lo, hi, a_lookups,
+                      a_distinct, b_lookups):
+    """(sum of weight x A misses per CTA, the same for B, sum of weights) over the sampled (wave, SM)
+    pairs of `_sampled_sms` (MODEL.md section 10): per pair, B misses are its column tiles' first
+    accesses (`pixel_reuse_ranges` of the distinct tiles) and the reuses the L1 loses (`far_misses`),
+    then every slot whose tile an earlier slot of the SM holds re-reads what that slot just read, a
+    hit unless the slots between evict it (`_ramp` of their rounds over the capacity)."""
+    weight, start, slot_m, slot_n = _sampled_sms(tiles_m, tiles_n, swz, sms, cps, samples)
+    keys = []                                               # distinct column tiles seen, and their reuse
+    totals = np.empty(weight.shape[0], np.float64)
+    firsts = np.empty(weight.shape[0], np.float64)
+    dists = []
+    wts = []
+    wsum = 0.0
+    miss_a = 0.0
+    miss_b = 0.0
+    for i in range(weight.shape[0]):
+        s0 = start[i]
+        k = start[i + 1] - s0
+        tms = slot_m[s0:s0 + k]
+        tns = slot_n[s0:s0 + k]
+        na = _distinct_sorted(tms).shape[0]
+        distinct = _distinct_sorted(tns)
+        nb = distinct.shape[0]
+        got = -1                                            # samples often hold the same column tiles
+        for j in range(len(keys)):
+            if keys[j].shape[0] == nb and np.all(keys[j] == distinct):
+                got = j
+                break
+        if got < 0:
+            lo_r = distinct * tn
+            total, first, dist, wt = pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo_r,
+                                                        lo_r + tn)
+            got = len(keys)
+            keys.append(distinct)
+            totals[got] = total
+            firsts[got] = first
+            dists.append(dist)
+            wts.append(wt)
+        total = totals[got]
+        first = firsts[got]
+        sec_elem = nb * b_lookups / total if total else 0.0
+        first_sec = first * eb / sec if dense else first * sec_elem
+        far = far_misses(dists[got].astype(np.float64), wts[got], na * a_lines_row + nb * b_be, nb * b_al, cap,
+                         lo, hi) * sec_elem
+        mb = min(nb * b_lookups, first_sec + far)           # the first holders' misses
+        # repeats (an earlier slot holds the tile) read what that slot just read
+        ma = 0.0
+        for s_ in range(k):
+            prev_m = -1
+            prev_n = -1
+            for t in range(s_ - 1, -1, -1):
+                if prev_m < 0 and tms[t] == tms[s_]:
+                    prev_m = t
+                if prev_n < 0 and tns[t] == tns[s_]:
+                    prev_n = t
+            if prev_m >= 0:
+                ma += a_lookups * (1.0 - _ramp((s_ - prev_m) * (a_round + b_round) / cap, lo, hi))
+            else:
+                ma += a_lookups * a_distinct
+            if prev_n >= 0:
+                mb += b_lookups * (1.0 - _ramp((s_ - prev_n) * (a_round + b_round) / cap, lo, hi))
+        wsum += weight[i]
+        miss_a += weight[i] * ma / k
+        miss_b += weight[i] * mb / k
+    return miss_a, miss_b, wsum
 
 
 def _window_lines(C, S, sw, dw, eb, rsc0, rsc1, line):
@@ -200,10 +298,6 @@ def _window_lines(C, S, sw, dw, eb, rsc0, rsc1, line):
 
 def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     """Every metric of `simcore.metrics` and the timing keys for ``kernel.op == "wgrad"``."""
-    from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
-    from ._counts import lines_per_row
-    from ._l2 import l2_miss_prob, refetch_misses
-    from ._schedule import wave_stats
     N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
     P, Q = layer.p, layer.q
     NPQ, RSC = N * P * Q, R * S * C
@@ -241,37 +335,9 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
         b_be = (b_be * (tiles_n - 1) + be2) / tiles_n
     b_round = b_al + b_be * tk
     dense = C * eb < SEC
-    wsum = miss_a = miss_b = 0.0
-    reuse_of = {}
-    for weight, tns, tms in _sampled_sms(tiles_m, tiles_n, swz, gpu.sms, cps, _TILE_SAMPLES * 2):
-        k = len(tns)
-        na, nb = len(set(tms)), len(set(tns))
-        per_round = na * a_round + nb * b_round
-        distinct = tuple(sorted(set(tns)))
-        if distinct not in reuse_of:                          # samples often hold the same column tiles
-            lo_r = np.array([t * tn for t in distinct], np.int64)
-            reuse_of[distinct] = pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo_r, lo_r + tn)
-        total, first, dist, wt = reuse_of[distinct]
-        sec_elem = nb * b_lookups / total if total else 0.0
-        first_sec = first * eb / SEC if dense else first * sec_elem
-        far = far_misses(dist.astype(np.float64), wt, na * a_lines_row + nb * b_be, nb * b_al, cap,
-                         lo, hi) * sec_elem
-        mb = min(nb * b_lookups, first_sec + far)             # the first holders' misses
-        # repeats (an earlier slot holds the tile) read what that slot just read
-        seen_m, seen_n = {}, {}
-        ma = 0.0
-        for s_, (tm_, tn_) in enumerate(zip(tms, tns)):
-            if tm_ in seen_m:
-                ma += a_lookups * (1.0 - _ramp((s_ - seen_m[tm_]) * (a_round + b_round) / cap, lo, hi))
-            else:
-                ma += a_lookups * a_distinct
-            if tn_ in seen_n:
-                mb += b_lookups * (1.0 - _ramp((s_ - seen_n[tn_]) * (a_round + b_round) / cap, lo, hi))
-            seen_m[tm_] = s_
-            seen_n[tn_] = s_
-        wsum += weight
-        miss_a += weight * ma / k
-        miss_b += weight * mb / k
+    miss_a, miss_b, wsum = sampled_l1_misses(tiles_m, tiles_n, swz, gpu.sms, cps, _TILE_SAMPLES * 2, N, C, H, W, R, S,
+                                             sh, sw, ph, pw, dh, dw, P, Q, tn, eb, SEC, dense, a_round, b_round,
+                                             a_lines_row, b_al, b_be, cap, lo, hi, a_lookups, a_distinct, b_lookups)
     miss_a = min(float(sec_a), miss_a / wsum * ctas if wsum else 0.0)
     miss_b = min(float(sec_b), miss_b / wsum * ctas if wsum else 0.0)
     b_round_avg = b_round

@@ -14,10 +14,10 @@ from traces.stream import check_types
 from traces.kernel import KernelConfig
 
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, dirty_at_end, layer_time, machine_of as _machine
-from ._common import nsets as _nsets, uniq_input as _uniq_input
+from ._common import nsets as _nsets, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, l1_counts, lines_per_row, nchw_lines_per_row
 from ._geometry import dgrad_subproblems, geometry, geometry_check
-from ._l2 import l2_miss_prob, refetch_misses
+from ._l2 import l2_miss_prob, refetch_misses, swept_rereads
 from ._reuse import l1_configs, reuse_histogram
 from ._schedule import aggregate_configs, sm_configs, wave_stats
 from ._tiers import tiered
@@ -85,7 +85,8 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     engine as if alone, with dy's compulsory reads shared: every sub-problem reads (nearly) all of dy,
     one after the other in block order, so a later one finds it in L2 unless the tiles between evict
     it (their traffic against the L2, the engine's cliff)."""
-    subs = dgrad_subproblems(layer, kernel)
+    ex = l1_counts(layer, kernel)
+    subs = dgrad_subproblems(layer, kernel, ex)
     total = None
     uniq_sum = 0.0
     for geo, _share in subs:
@@ -96,7 +97,6 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         else:
             for key, value in part.items():
                 total[key] += value
-    ex = l1_counts(layer, kernel)
     # store-only CTAs (no tap reaches their rows) write zeros: scale the output side to every store
     stored = total[Mx.L1_ST_SECTORS]
     if stored and ex["sec_C"] != stored:
@@ -155,24 +155,11 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
     eb, LINE = kernel.elem_bytes, gpu.line_bytes
     nblk = _cdiv(layer.k, kernel.tile_k)
     taps = sorted(g.ksteps / nblk for g, _ in subs)
-    t1, tmax = taps[0], taps[-1]
     dy_lines = _cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
     w_lines = _cdiv(layer.params * eb, LINE)
     more = tpf * len(subs) * _cdiv(layer.c, kernel.tile_n) > per_wave
-    samples = 32
-    reread = 0.0
-    for prev, cur in zip(taps, taps[1:]):
-        miss = 0.0
-        for i in range(samples):
-            k0 = (i + 0.5) * nblk / samples
-            hi = k0 * cur / t1
-            if not more:
-                hi = min(hi, float(nblk))
-            blocks = max(0.0, hi - k0 * prev / tmax)
-            gap = (dy_lines + w_lines) * min(1.0, blocks / nblk)   # no more distinct lines than dy and w hold
-            miss += l2_miss_prob(gap / cap_lines, float(gpu.l2_ways), f.l2_cliff_spread)
-        reread += uniq_dy * miss / samples
-    return reread
+    return swept_rereads(np.array(taps), nblk, dy_lines + w_lines, more, 32, cap_lines, float(gpu.l2_ways),
+                         f.l2_cliff_spread, uniq_dy)
 
 
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
@@ -307,7 +294,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
     miss_b = sec_b - l1_hit_b
 
     # ---- compulsory (unique) sectors of each tensor ----------------------------------------------
-    uniq_a = _uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC)
+    uniq_a, uniq_a_lines = _uniq_inputs(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, (SEC, LINE))
     uniq_a = min(float(uniq_a), miss_a) if miss_a else 0.0
     uniq_b = min(geo.uniq_b, miss_b)
     uniq_c = float(_cdiv(M * K * eb, SEC))
@@ -317,7 +304,6 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
     # (the filter's reach); adjacent tiles share a boundary region of min(delta, TM) rows, a tile's
     # own core is the rest. Densities: A sectors (lines) per GEMM row.
     dens = uniq_a / M
-    uniq_a_lines = _uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, LINE)
     dens_l = uniq_a_lines / M
     delta = (R - 1) * dh / sh * Q + (S - 1) * dw / sw
     core = max(0.0, tm - delta)

@@ -24,6 +24,7 @@ def fresh_tiers(monkeypatch):
     """A process state with no prediction counted and no mode set (restored afterwards)."""
     monkeypatch.setitem(_tiers._state, "count", 0)
     monkeypatch.setitem(_tiers._state, "mode", None)
+    monkeypatch.setitem(_tiers._state, "settled", False)
     monkeypatch.delenv("DELTASIM_MODEL_KERNELS", raising=False)
     yield
     assert _tiers._state["active"] == 0 and not _tiers._state["saved"]
@@ -73,6 +74,9 @@ def test_auto_interprets_the_first_predictions_then_compiles(fresh_tiers, monkey
     probe = _tiers.tiered(_probe)
     assert [probe() for _ in range(5)] == [False, False, False, True, True]
     assert _probe()                                  # outside a call: the dispatchers are back
+    assert _tiers._state["settled"]                  # and the process stays compiled
+    monkeypatch.setenv("DELTASIM_MODEL_KERNELS", "interpreted")
+    assert probe()
 
 
 def test_nested_calls_count_once_and_stay_in_their_tier(fresh_tiers, monkeypatch):
