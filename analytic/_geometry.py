@@ -128,15 +128,15 @@ def _dgrad_unit(layer, kernel):
     tiles_n = _cdiv(C, tn)
     last_n = C - (tiles_n - 1) * tn
 
-    def row_lines(width):                    # lines of one k row's block of `width` channels
-        return lines_per_row(width, width, eb, row_b, C * eb, LINE)
-
+    # lines of one k row's block of tn (and of the last tile's) channels
+    lines_tn = lines_per_row(tn, tn, eb, row_b, C * eb, LINE)
     slice_rows = K * R * S
     if last_n != tn:
-        ncls = np.array([[rows * row_lines(tn), (tiles_n - 1) / tiles_n, slice_rows * row_lines(tn)],
-                         [rows * row_lines(last_n), 1.0 / tiles_n, slice_rows * row_lines(last_n)]])
+        lines_last = lines_per_row(last_n, last_n, eb, row_b, C * eb, LINE)
+        ncls = np.array([[rows * lines_tn, (tiles_n - 1) / tiles_n, slice_rows * lines_tn],
+                         [rows * lines_last, 1.0 / tiles_n, slice_rows * lines_last]])
     else:
-        ncls = np.array([[rows * row_lines(tn), 1.0, slice_rows * row_lines(tn)]])
+        ncls = np.array([[rows * lines_tn, 1.0, slice_rows * lines_tn]])
     sec_b = ex["sec_B"]
     uniq_b = float(_cdiv(K * C * R * S * eb, SEC))
     ctas = tiles_m * tiles_n

@@ -179,6 +179,13 @@ def aggregate_configs(rows):
     return out[:m]
 
 
+@njit(cache=True)
+def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples):
+    """`aggregate_configs` of `sm_configs`, in one call from Python (the model's: a dispatch and an
+    array boxed and unboxed fewer)."""
+    return aggregate_configs(sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples))
+
+
 GAP_MAX = 64           # re-fetch gaps (waves) from GAP_MAX on share the last bin
 _NEVER = -1
 

@@ -19,7 +19,7 @@ from ._counts import block_sharing, l1_counts, lines_per_row, nchw_lines_per_row
 from ._geometry import dgrad_subproblems, geometry, geometry_check
 from ._l2 import l2_miss_prob, refetch_misses, swept_rereads
 from ._reuse import l1_configs, reuse_histogram
-from ._schedule import aggregate_configs, sm_configs, wave_stats
+from ._schedule import sm_config_summary, wave_stats
 from ._tiers import tiered
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
@@ -189,7 +189,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
 
     # ---- schedule: co-residency per SM (L1), tiles per wave and their re-reads (L2) --------------
     swz = kernel.swizzle_log
-    cfg = aggregate_configs(sm_configs(tiles_m, tiles_n, swz, sms, cps, _SM_SAMPLES))
+    cfg = sm_config_summary(tiles_m, tiles_n, swz, sms, cps, _SM_SAMPLES)
     hist_ra, hist_rb, hist_rh, wsum = wave_stats(tiles_m, tiles_n, swz, per_wave, _WAVE_SAMPLES)
     n_waves = wsum[3]
     na_wave, nb_wave, ctas_wave, runs_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves, \
