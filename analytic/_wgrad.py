@@ -14,7 +14,7 @@ import numpy as np
 from simcore._jit import njit
 
 from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
-from ._counts import _ramp, _range_1d, lines_per_row
+from ._counts import _gcd, _ramp, _range_1d, lines_per_row
 from ._l2 import l2_miss_prob, refetch_misses
 from ._schedule import tile_of, wave_stats
 
@@ -130,14 +130,24 @@ def pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, rsc0, rsc1):
 
 
 @njit(cache=True)
-def far_misses(dist, wt, per_row, const, cap, lo, hi):
-    """Element accesses among (dist, wt) whose reuse the L1 loses: between the two reads the SM
-    reads const + per_row x dist distinct lines."""
+def far_misses(dist, wt, per_row, const, span, cap, lo, hi):
+    """Element accesses among (dist, wt) whose reuse the L1 loses: between the two reads of the line
+    the SM reads const + per_row x (dist - span) distinct lines (`line_span`: the line was last
+    touched ``span`` rows before its element)."""
     m = 0.0
     for i in range(dist.shape[0]):
-        x = (const + per_row * dist[i]) / cap
+        x = (const + per_row * max(dist[i] - span, 1.0)) / cap
         m += wt[i] * (1.0 - _ramp(x, lo, hi))
     return m
+
+
+def line_span(step, line) -> float:
+    """Rows a row-stream stays in one line when consecutive rows read ``step`` bytes apart: the rows
+    that read a pixel's line before and after it. A pixel reused ``d`` rows later lies in a line that
+    the first stream left at most (line / step - 1) rows after reading the pixel and that the second
+    stream entered as many rows before: the line's LRU distance, which decides hit or miss for all of
+    its sectors, is about d - (line / step - 1) rows (0 when a row's step spans a line)."""
+    return line / step - 1.0 if step < line else 0.0
 
 
 _SM_SAMPLES = 128
@@ -193,17 +203,20 @@ def _distinct_sorted(x):
 
 @njit(cache=True)
 def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q,
-                      tn, eb, sec, dense, a_round, b_round, a_lines_row, b_al, b_be, cap, lo, hi, a_lookups,
+                      tn, eb, sec, line, dense, span, a_round, b_round, a_lines_row, cap, lo, hi, a_lookups,
                       a_distinct, b_lookups):
     """(sum of weight x A misses per CTA, the same for B, sum of weights) over the sampled (wave, SM)
     pairs of `_sampled_sms` (MODEL.md section 10): per pair, B misses are its column tiles' first
-    accesses (`pixel_reuse_ranges` of the distinct tiles) and the reuses the L1 loses (`far_misses`),
+    accesses (`pixel_reuse_ranges` of the distinct tiles) and the reuses the L1 loses (`far_misses`:
+    between the two reads, the pair's A rows and the lines of its own column tiles, `window_lines`),
     then every slot whose tile an earlier slot of the SM holds re-reads what that slot just read, a
     hit unless the slots between evict it (`_ramp` of their rounds over the capacity)."""
     weight, start, slot_m, slot_n = _sampled_sms(tiles_m, tiles_n, swz, sms, cps, samples)
     keys = []                                               # distinct column tiles seen, and their reuse
     totals = np.empty(weight.shape[0], np.float64)
     firsts = np.empty(weight.shape[0], np.float64)
+    alphas = np.empty(weight.shape[0], np.float64)          # the tiles' window lines: alpha + beta rows
+    betas = np.empty(weight.shape[0], np.float64)
     dists = []
     wts = []
     wsum = 0.0
@@ -230,14 +243,20 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
             keys.append(distinct)
             totals[got] = total
             firsts[got] = first
+            alphas[got] = 0.0
+            betas[got] = 0.0
+            for t in range(nb):
+                al, be = window_lines(C, S, sw, dw, eb, distinct[t] * tn, distinct[t] * tn + tn, line)
+                alphas[got] += al
+                betas[got] += be
             dists.append(dist)
             wts.append(wt)
         total = totals[got]
         first = firsts[got]
         sec_elem = nb * b_lookups / total if total else 0.0
         first_sec = first * eb / sec if dense else first * sec_elem
-        far = far_misses(dists[got].astype(np.float64), wts[got], na * a_lines_row + nb * b_be, nb * b_al, cap,
-                         lo, hi) * sec_elem
+        far = far_misses(dists[got].astype(np.float64), wts[got], na * a_lines_row + betas[got], alphas[got], span,
+                         cap, lo, hi) * sec_elem
         mb = min(nb * b_lookups, first_sec + far)           # the first holders' misses
         # repeats (an earlier slot holds the tile) read what that slot just read
         ma = 0.0
@@ -261,38 +280,44 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
     return miss_a, miss_b, wsum
 
 
-def _window_lines(C, S, sw, dw, eb, rsc0, rsc1, line):
+@njit(cache=True)
+def _add_run(alpha, beta, b, step, line, g):
+    """(alpha, beta) plus one run of ``b`` bytes whose copy in the next row lies ``step`` bytes on."""
+    if step <= b:                                # one growing span: b - step + rows step bytes
+        return alpha + (b - step + line - g) / line, beta + step / line
+    if step < line:                              # copies with gaps, several to a line
+        return alpha + (b + line - g) / line, beta + step / line
+    return alpha, beta + (b + line - g) / line   # a separate copy per row
+
+
+@njit(cache=True)
+def window_lines(C, S, sw, dw, eb, rsc0, rsc1, line):
     """(alpha, beta): the distinct lines that ``rows`` consecutive npq rows read of the columns
-    [rsc0, rsc1) are alpha + beta rows. Each position's
-    channels form a run of bytes, merged with the next position's when that is the next pixel of the
-    same input row (dil_w 1, same r); the next row reads every run sw C e bytes further, so the
-    round's copies of a run overlap or abut when that step is at most the run's length, and share
-    lines when it is under a line.""" 
-    from math import gcd
-    runs = []
+    [rsc0, rsc1) are alpha + beta rows. Each position's channels form a run of bytes, merged with the
+    next position's when that is the next pixel of the same input row (dil_w 1, same r); the next row
+    reads every run sw C e bytes further, so the round's copies of a run overlap or abut when that step
+    is at most the run's length, and share lines when it is under a line."""
+    g = _gcd(C * eb, line)
+    step = sw * C * eb
+    alpha = 0.0
+    beta = 0.0
+    run = 0                                      # bytes of the open run (0: none open)
+    full = False                                 # the open run ends at its position's last channel
     j = rsc0 // C
     while j * C < rsc1:
         lo = max(rsc0, j * C) - j * C
         hi = min(rsc1, j * C + C) - j * C
         width = (hi - lo) * eb
-        if runs and dw == 1 and lo == 0 and j % S != 0 and runs[-1][1]:
-            runs[-1][0] += width
+        if run and dw == 1 and lo == 0 and j % S != 0 and full:
+            run += width
         else:
-            runs.append([width, False])
-        runs[-1][1] = hi == C
+            if run:
+                alpha, beta = _add_run(alpha, beta, run, step, line, g)
+            run = width
+        full = hi == C
         j += 1
-    g = gcd(C * eb, line)
-    step = sw * C * eb
-    alpha = beta = 0.0
-    for b, _ in runs:
-        if step <= b:                            # one growing span: b - step + rows step bytes
-            alpha += (b - step + line - g) / line
-            beta += step / line
-        elif step < line:                        # copies with gaps, several to a line
-            alpha += (b + line - g) / line
-            beta += step / line
-        else:                                    # a separate copy per row
-            beta += (b + line - g) / line
+    if run:
+        alpha, beta = _add_run(alpha, beta, run, step, line, g)
     return alpha, beta
 
 
@@ -328,16 +353,17 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     ph, pw = layer.pad
     dh, dw = layer.dilation
     b_lookups = sec_b / ctas if ctas else 0.0
-    b_al, b_be = _window_lines(C, S, sw, dw, eb, 0, tn, LINE)
+    b_al, b_be = window_lines(C, S, sw, dw, eb, 0, tn, LINE)
     if tiles_n > 1:
-        al2, be2 = _window_lines(C, S, sw, dw, eb, (tiles_n - 1) * tn, tiles_n * tn, LINE)
+        al2, be2 = window_lines(C, S, sw, dw, eb, (tiles_n - 1) * tn, tiles_n * tn, LINE)
         b_al = (b_al * (tiles_n - 1) + al2) / tiles_n
         b_be = (b_be * (tiles_n - 1) + be2) / tiles_n
     b_round = b_al + b_be * tk
     dense = C * eb < SEC
+    span = line_span(sw * C * eb, LINE)
     miss_a, miss_b, wsum = sampled_l1_misses(tiles_m, tiles_n, swz, gpu.sms, cps, _TILE_SAMPLES * 2, N, C, H, W, R, S,
-                                             sh, sw, ph, pw, dh, dw, P, Q, tn, eb, SEC, dense, a_round, b_round,
-                                             a_lines_row, b_al, b_be, cap, lo, hi, a_lookups, a_distinct, b_lookups)
+                                             sh, sw, ph, pw, dh, dw, P, Q, tn, eb, SEC, LINE, dense, span, a_round, b_round,
+                                             a_lines_row, cap, lo, hi, a_lookups, a_distinct, b_lookups)
     miss_a = min(float(sec_a), miss_a / wsum * ctas if wsum else 0.0)
     miss_b = min(float(sec_b), miss_b / wsum * ctas if wsum else 0.0)
     b_round_avg = b_round
@@ -354,7 +380,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     sec_per_access = (sec_b / tiles_m) / all_total if all_total else 0.0
     far_b = 0.0
     for d, w in zip(all_dist, all_wt):
-        far_b += w * l2_miss_prob(d / tk * per_round / cap_lines, l2_ways, spread)
+        far_b += w * l2_miss_prob(max(d - span, 1.0) / tk * per_round / cap_lines, l2_ways, spread)
     far_b *= sec_per_access
     a_slice = NPQ * a_sec_row
     b_slice = (sec_b / ctas) * b_first_frac if ctas else 0.0
