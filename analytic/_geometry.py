@@ -73,6 +73,23 @@ class Geometry(NamedTuple):
     flops: float
 
 
+def _tile_classes(tiles_n, full, last):
+    """``ncls`` (see `Geometry`): the B classes of the full column tiles and, when ``last`` is not None,
+    of the partial last one; ``full`` and ``last`` are (lines per round, slice lines) of one tile."""
+    if last is None:
+        return np.array([[full[0], 1.0, full[1]]])
+    return np.array([[full[0], (tiles_n - 1) / tiles_n, full[1]],
+                     [last[0], 1.0 / tiles_n, last[1]]])
+
+
+def _dgrad_tile_lines(C, tn, last_n, eb, row_b, step):
+    """dgrad's B lines of one k row's block of tn channels, and of the last tile's last_n (None when
+    every tile is full): rows of w ``row_b`` bytes apart, filter positions ``step`` bytes apart."""
+    lines_tn = lines_per_row(tn, tn, eb, row_b, step, LINE)
+    lines_last = lines_per_row(last_n, last_n, eb, row_b, step, LINE) if last_n != tn else None
+    return lines_tn, lines_last
+
+
 def _fprop(layer, kernel):
     N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
     sh, sw = layer.stride
@@ -96,11 +113,8 @@ def _fprop(layer, kernel):
     tiles_n = _cdiv(K, tn)
     last_n = K - (tiles_n - 1) * tn
     b_row_lines = row_b / LINE
-    if last_n != tn:
-        ncls = np.array([[tn * lpr_b, (tiles_n - 1) / tiles_n, tn * b_row_lines],
-                         [last_n * lpr_b, 1.0 / tiles_n, last_n * b_row_lines]])
-    else:
-        ncls = np.array([[tn * lpr_b, 1.0, tn * b_row_lines]])
+    ncls = _tile_classes(tiles_n, (tn * lpr_b, tn * b_row_lines),
+                         (last_n * lpr_b, last_n * b_row_lines) if last_n != tn else None)
     sec_b = ex["sec_B"]
     if C <= tk and nhwc and C * eb < SEC and sec_b:
         reuse_b1 = max(0.0, 1.0 - _cdiv(K * R * S * C * eb, SEC) * tiles_m / sec_b)
@@ -128,15 +142,10 @@ def _dgrad_unit(layer, kernel):
     tiles_n = _cdiv(C, tn)
     last_n = C - (tiles_n - 1) * tn
 
-    # lines of one k row's block of tn (and of the last tile's) channels
-    lines_tn = lines_per_row(tn, tn, eb, row_b, C * eb, LINE)
+    lines_tn, lines_last = _dgrad_tile_lines(C, tn, last_n, eb, row_b, C * eb)
     slice_rows = K * R * S
-    if last_n != tn:
-        lines_last = lines_per_row(last_n, last_n, eb, row_b, C * eb, LINE)
-        ncls = np.array([[rows * lines_tn, (tiles_n - 1) / tiles_n, slice_rows * lines_tn],
-                         [rows * lines_last, 1.0 / tiles_n, slice_rows * lines_last]])
-    else:
-        ncls = np.array([[rows * lines_tn, 1.0, slice_rows * lines_tn]])
+    ncls = _tile_classes(tiles_n, (rows * lines_tn, slice_rows * lines_tn),
+                         (rows * lines_last, slice_rows * lines_last) if lines_last is not None else None)
     sec_b = ex["sec_B"]
     uniq_b = float(_cdiv(K * C * R * S * eb, SEC))
     ctas = tiles_m * tiles_n
@@ -195,8 +204,7 @@ def dgrad_subproblems(layer, kernel, total=None) -> list:
     # B lines of a k-step row and of a column tile's row: the same for every sub-problem
     rows = K / _cdiv(K, tk)
     lpr_b = lines_per_row(C, tn, eb, row_b, sw * C * eb, LINE)
-    lines_tn = lines_per_row(tn, tn, eb, row_b, sw * C * eb, LINE)
-    lines_last = lines_per_row(last_n, last_n, eb, row_b, sw * C * eb, LINE) if last_n != tn else lines_tn
+    lines_tn, lines_last = _dgrad_tile_lines(C, tn, last_n, eb, row_b, sw * C * eb)
     for kind, nr, ns, pp, qq, start_r, start_s, start_h, start_w in subs:
         if not kind:
             continue
@@ -212,11 +220,8 @@ def dgrad_subproblems(layer, kernel, total=None) -> list:
         ex = {"req_A": int(res[0]), "sec_A": int(res[1]), "req_B": int(res[2]), "sec_B": int(res[3]),
               "req_C": total["req_C"] * row_share, "sec_C": total["sec_C"] * row_share}
         slice_rows = K * nr * ns
-        if last_n != tn:
-            ncls = np.array([[rows * lines_tn, (tiles_n - 1) / tiles_n, slice_rows * lines_tn],
-                             [rows * lines_last, 1.0 / tiles_n, slice_rows * lines_last]])
-        else:
-            ncls = np.array([[rows * lines_tn, 1.0, slice_rows * lines_tn]])
+        ncls = _tile_classes(tiles_n, (rows * lines_tn, slice_rows * lines_tn),
+                             (rows * lines_last, slice_rows * lines_last) if lines_last is not None else None)
         flops = 2.0 * N * pp * qq * C * K * nr * ns
         geo = Geometry("dgrad", win, C, nr * ns * _cdiv(K, tk), ex, rows, row_b, sw * C * eb, lpr_b, ncls,
                        uniq_b * nr * ns / (R * S), 0.0, 0.0, flops)

@@ -45,8 +45,7 @@ KERNEL_MODULES = ("analytic._counts", "analytic._groups", "analytic._counts_fpro
 MODES = ("auto", "compiled", "interpreted")
 _ENV = "DELTASIM_MODEL_KERNELS"
 
-_lock = threading.RLock()
-_turn = threading.Condition(threading.Lock())     # guards "count", "active" and the swap
+_turn = threading.Condition(threading.Lock())     # guards the state below and the swap
 _local = threading.local()                         # .depth: inside a tiered call in this thread
 # "settled": compiled for good (auto mode past the limit, or "compiled" set): calls skip the checks
 _state = {"mode": None, "count": 0, "active": 0, "saved": [], "settled": False}
@@ -72,7 +71,7 @@ def set_model_kernels(mode) -> str:
     previous setting (None if none was set). Results are the same in every mode."""
     if mode is not None:
         _check_mode(mode, "model kernels mode")
-    with _lock:
+    with _turn:
         previous, _state["mode"] = _state["mode"], mode
         _state["settled"] = mode == "compiled"
     return previous
