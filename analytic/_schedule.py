@@ -125,7 +125,9 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
     last = ctas - full * per_wave
     n_full_pairs = full * sms
     n_last_sms = min(sms, last)
-    take_full = min(n_full_pairs, max(1, max_samples - n_last_sms)) if n_full_pairs else 0
+    # full waves get their own budget: with as many SMs as samples (h100: 132 > 128) a budget shared
+    # with the last wave left one sample for every full wave, and none of the first wave's cold starts
+    take_full = min(n_full_pairs, max_samples)
     out = np.zeros(((take_full + n_last_sms) * cps, _CFG_COLS), np.float64)
     tm_ = np.empty(cps, np.int64)
     tn_ = np.empty(cps, np.int64)

@@ -224,7 +224,6 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
         # the same for a window over all filter positions, which reads every column when the taps
         # cover the stride (rows one pixel apart)
         lpw_a = lpr_a if S * dw < sw else lines_per_row(C, tk, eb, C * eb, C * eb, LINE)
-        lpw_a = lpr_a if S * dw < sw else lines_per_row(C, tk, eb, C * eb, C * eb, LINE)
     else:
         lpr_a = nchw_lines_per_row(tm, tk, C, R, S, Q, sw, dw, eb, LINE)
         lpw_a = lpr_a
@@ -244,6 +243,13 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
         lpm_a = nblk * sw * eb / LINE        # a row access reads one element of each of C planes
     elif S * dw >= sw:
         lpm_a = unit / LINE                  # a lifetime reads every column of its window
+        if dense:
+            # rows narrower than a sector: the histogram counts a shift by a fraction of the stride as a
+            # reuse (`reuse_histogram`'s frac_w), so a first touch stands for every input column one
+            # stride period holds (alexnet conv1 fprop: B L1 misses -73 % with one column a touch)
+            cols = len({(s * dw) % sw for s in range(S)})
+            lpm_a *= cols
+            lpw_a *= cols
     else:
         lpm_a = unit / LINE if unit >= LINE else min(1.0, sw * unit / LINE)
     if nhwc:
