@@ -18,7 +18,10 @@ _BOUNDS = ("compute", "l1", "l2", "dram")
 # the assembled prediction: a total per key of simcore.metrics, then the key per operand A, B, C
 _TOTAL_KEYS = tuple(Mx.METRICS)
 _KEYS_ABC = tuple(tuple(f"{key}:{op}" for op in "ABC") for key in _TOTAL_KEYS)
-_ZERO3 = (0.0, 0.0, 0.0)
+# every key at 0.0 in the output's order (totals, then A, B, C of each): `assemble` copies it and sets
+# the rows it has (a dict copy is C-level: 8-11 us -> 4 us a call, measured)
+_TEMPLATE = dict.fromkeys(_TOTAL_KEYS + tuple(k for abc in _KEYS_ABC for k in abc), 0.0)
+_ABC_OF = dict(zip(_TOTAL_KEYS, _KEYS_ABC))
 
 
 def cdiv(a, b):
@@ -111,15 +114,13 @@ def assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a
         Mx.DRAM_WR_SECTORS: (0.0, 0.0, float(dram_w)),
         Mx.L2_DIRTY_AT_END: (0.0, 0.0, float(dirty)),
     }
-    out = {}
-    operands = {}
-    for key, keys_abc in zip(_TOTAL_KEYS, _KEYS_ABC):
-        a, b, c = rows.get(key, _ZERO3)
+    out = _TEMPLATE.copy()
+    for key, (a, b, c) in rows.items():
+        ka, kb, kc = _ABC_OF[key]
         out[key] = a + b + c
-        operands[keys_abc[0]] = a
-        operands[keys_abc[1]] = b
-        operands[keys_abc[2]] = c
-    out.update(operands)
+        out[ka] = a
+        out[kb] = b
+        out[kc] = c
     return out
 
 

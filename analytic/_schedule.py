@@ -13,8 +13,8 @@ tile_n = (full rows << L) + x mod rem. In both, a row is tiles_m *runs* of l con
 (l = 2^L or rem) of one tile_m, and lane x mod l selects the tile_n.
 
 Exact statistics would loop over all CTAs, whose number grows with the batch. Instead the sampled
-statistics below average over at most ``max_samples`` (wave, SM) pairs (or waves), chosen by a
-low-discrepancy sequence over the full waves plus every SM of the last wave (exact when there are
+statistics below average over at most ``max_samples`` (wave, SM) pairs of the full waves (or
+waves), chosen by a low-discrepancy sequence, plus every SM of the last wave (exact when there are
 fewer pairs than that), so the cost is bounded whatever the batch size.
 """
 from __future__ import annotations
@@ -49,8 +49,9 @@ _CFG_COLS = 11
 
 
 @njit(cache=True)
-def _sm_sample(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, out, row, weight):
-    """Add the CTAs of SM ``sm`` in wave ``w`` to ``out`` (one row per CTA, starting at ``row``)."""
+def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg):
+    """The CTAs of SM ``sm`` in wave ``w``: their number k, and in ``cfg[s]`` slot s's columns
+    CFG_K .. CFG_GAPB (CFG_WEIGHT left alone)."""
     base = w * per_wave + sm
     k = 0
     for s in range(cps):
@@ -60,7 +61,7 @@ def _sm_sample(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_,
         tm_[s], tn_[s] = tile_of(v, tiles_m, tiles_n, swz)
         k += 1
     if k == 0:
-        return row
+        return 0
     na = 0
     nb = 0
     for s in range(k):
@@ -97,19 +98,46 @@ def _sm_sample(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_,
                     pa = 1.0
                 if ptn == tn_[s]:
                     pb = 1.0
-        out[row, CFG_WEIGHT] = weight
-        out[row, CFG_K] = k
-        out[row, CFG_NA] = na
-        out[row, CFG_NB] = nb
-        out[row, CFG_AREP] = arep
-        out[row, CFG_BREP] = brep
-        out[row, CFG_PREV] = 1.0 if prev else 0.0
-        out[row, CFG_PREV_A] = pa
-        out[row, CFG_PREV_B] = pb
-        out[row, CFG_GAPA] = gapa
-        out[row, CFG_GAPB] = gapb
-        row += 1
-    return row
+        cfg[s, CFG_K] = k
+        cfg[s, CFG_NA] = na
+        cfg[s, CFG_NB] = nb
+        cfg[s, CFG_AREP] = arep
+        cfg[s, CFG_BREP] = brep
+        cfg[s, CFG_PREV] = 1.0 if prev else 0.0
+        cfg[s, CFG_PREV_A] = pa
+        cfg[s, CFG_PREV_B] = pb
+        cfg[s, CFG_GAPA] = gapa
+        cfg[s, CFG_GAPB] = gapb
+    return k
+
+
+@njit(cache=True)
+def _sample_pairs(ctas, sms, cps, max_samples):
+    """The sampled (wave, SM) pairs: ``max_samples`` of the full waves' (at the golden-ratio
+    sequence, or all of them) with their weight, then every SM of the last, partial wave (weight 1).
+    Rows (wave, SM, weight). The full waves get their own budget: when it was what the last wave's
+    SMs left of one budget, 132 SMs (h100) left one sample, of a later wave, so no first-wave CTA (no
+    previous occupant: cold misses) was ever seen."""
+    per_wave = sms * cps
+    full = ctas // per_wave
+    n_full_pairs = full * sms
+    n_last_sms = min(sms, ctas - full * per_wave)
+    take_full = min(n_full_pairs, max_samples)
+    out = np.empty((take_full + n_last_sms, 3), np.float64)
+    wgt = n_full_pairs / take_full if take_full else 0.0
+    for i in range(take_full):
+        if take_full == n_full_pairs:
+            j = i
+        else:
+            j = int(((i + 0.5) * _PHI % 1.0) * n_full_pairs)
+        out[i, 0] = j // sms
+        out[i, 1] = j % sms
+        out[i, 2] = wgt
+    for sm in range(n_last_sms):
+        out[take_full + sm, 0] = full
+        out[take_full + sm, 1] = sm
+        out[take_full + sm, 2] = 1.0
+    return out
 
 
 @njit(cache=True)
@@ -121,28 +149,17 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
     distance to the nearest earlier slot with the same tile_m (GAPA) / tile_n (GAPB), 0 if none."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
-    full = ctas // per_wave
-    last = ctas - full * per_wave
-    n_full_pairs = full * sms
-    n_last_sms = min(sms, last)
-    # full waves get their own budget: with as many SMs as samples (h100: 132 > 128) a budget shared
-    # with the last wave left one sample for every full wave, and none of the first wave's cold starts
-    take_full = min(n_full_pairs, max_samples)
-    out = np.zeros(((take_full + n_last_sms) * cps, _CFG_COLS), np.float64)
+    pairs = _sample_pairs(ctas, sms, cps, max_samples)
+    out = np.zeros((pairs.shape[0] * cps, _CFG_COLS), np.float64)
     tm_ = np.empty(cps, np.int64)
     tn_ = np.empty(cps, np.int64)
     row = 0
-    if take_full:
-        wgt = n_full_pairs / take_full
-        for i in range(take_full):
-            if take_full == n_full_pairs:
-                j = i
-            else:
-                j = int(((i + 0.5) * _PHI % 1.0) * n_full_pairs)
-            row = _sm_sample(j // sms, j % sms, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_,
-                             out, row, wgt)
-    for sm in range(n_last_sms):
-        row = _sm_sample(full, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, out, row, 1.0)
+    for i in range(pairs.shape[0]):
+        k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
+                      tm_, tn_, out[row:])
+        for s in range(k):
+            out[row + s, CFG_WEIGHT] = pairs[i, 2]
+        row += k
     return out[:row]
 
 
@@ -183,9 +200,51 @@ def aggregate_configs(rows):
 
 @njit(cache=True)
 def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples):
-    """`aggregate_configs` of `sm_configs`, in one call from Python (the model's: a dispatch and an
-    array boxed and unboxed fewer)."""
-    return aggregate_configs(sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples))
+    """`aggregate_configs` of `sm_configs` (the same rows in the same order, bit for bit), merged as
+    the samples are drawn: each configuration keyed by one integer (its small counts and flags), no
+    array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us; measured)."""
+    ctas = tiles_m * tiles_n
+    per_wave = sms * cps
+    pairs = _sample_pairs(ctas, sms, cps, max_samples)
+    cfg = np.zeros((cps, _CFG_COLS), np.float64)
+    tm_ = np.empty(cps, np.int64)
+    tn_ = np.empty(cps, np.int64)
+    out = np.zeros((16, _CFG_COLS), np.float64)
+    keys = np.empty(16, np.int64)
+    m = 0
+    base = cps + 1
+    for i in range(pairs.shape[0]):
+        k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
+                      tm_, tn_, cfg)
+        for s in range(k):
+            key = 0
+            for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB):
+                key = key * base + int(cfg[s, c])
+            for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B):
+                key = key * 2 + int(cfg[s, c])
+            found = -1
+            for j in range(m):
+                if keys[j] == key:
+                    found = j
+                    break
+            if found < 0:
+                if m == keys.shape[0]:
+                    grown = np.zeros((2 * m, _CFG_COLS), np.float64)
+                    gkeys = np.empty(2 * m, np.int64)
+                    for j in range(m):
+                        gkeys[j] = keys[j]
+                        for c in range(_CFG_COLS):
+                            grown[j, c] = out[j, c]
+                    out = grown
+                    keys = gkeys
+                keys[m] = key
+                for c in range(1, _CFG_COLS):
+                    out[m, c] = cfg[s, c]
+                out[m, CFG_WEIGHT] = pairs[i, 2]
+                m += 1
+            else:
+                out[found, CFG_WEIGHT] += pairs[i, 2]
+    return out[:m]
 
 
 GAP_MAX = 64           # re-fetch gaps (waves) from GAP_MAX on share the last bin

@@ -1,8 +1,10 @@
 """analytic._schedule against the brute-force dispatch of tests/naive_schedule.py."""
+from collections import Counter
+
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analytic._schedule import GAP_MAX, sm_configs, tile_of, wave_stats
+from analytic._schedule import CFG_PREV, GAP_MAX, aggregate_configs, sm_config_summary, sm_configs, tile_of, wave_stats
 from tests.naive_schedule import naive_sm_configs, naive_valid_blocks, naive_wave_stats
 
 grids = st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(0, 3), st.integers(1, 12),
@@ -14,6 +16,36 @@ grids = st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(0, 3), st.
 def test_tile_of_is_the_dispatch_order(grid):
     tm, tn, swz, _sms, _cps = grid
     assert [tile_of(v, tm, tn, swz) for v in range(tm * tn)] == naive_valid_blocks(tm, tn, swz)
+
+
+@given(grids)
+@settings(max_examples=300)
+def test_sm_config_summary_counts_the_naive_configurations(grid):
+    # every CTA sampled: one row per distinct configuration, its weight the number of CTAs that have it
+    tm, tn, swz, sms, cps = grid
+    summary = sm_config_summary(tm, tn, swz, sms, cps, 10 ** 6)
+    got = {tuple(float(x) for x in r[1:]): float(r[0]) for r in summary}
+    assert len(got) == summary.shape[0]
+    want = Counter(tuple(float(x) for x in r) for r in naive_sm_configs(tm, tn, swz, sms, cps))
+    assert got == {key: float(n) for key, n in want.items()}
+
+
+@given(st.integers(1, 900), st.integers(1, 9), st.integers(0, 3), st.integers(8, 140), st.integers(1, 4),
+       st.integers(1, 64))
+@settings(max_examples=200)
+def test_sm_config_summary_is_the_merged_sample(tm, tn, swz, sms, cps, samples):
+    # sampled grids: the keyed merge gives the rows, weights and order of merging the sampled rows
+    merged = aggregate_configs(sm_configs(tm, tn, swz, sms, cps, samples))
+    assert np.array_equal(sm_config_summary(tm, tn, swz, sms, cps, samples), merged)
+
+
+def test_first_wave_is_sampled_when_the_last_wave_fills_every_sm():
+    # 132 SMs, 2 CTAs each, 784 CTAs: 2 full waves' pairs sampled beside the 132 SMs of the partial
+    # last one; the first wave's CTAs (no previous occupant) carry their share of the weight
+    rows = sm_config_summary(196, 4, 0, 132, 2, 128)
+    first = rows[rows[:, CFG_PREV] == 0.0, 0].sum()
+    assert abs(first - 264) <= 0.1 * 264
+    assert abs(rows[:, 0].sum() - 784) < 1e-6
 
 
 @given(grids)
