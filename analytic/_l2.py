@@ -9,17 +9,56 @@ in its set. With the F lines spread at random that count is Binomial(F, 1/S) ~ P
     P(miss) = P(Poisson(lambda) >= W),  lambda = W x (F / C) / capacity
 
 (``capacity``: the fraction of the L2 that LRU keeps useful, ``l2_capacity``; normal approximation
-with continuity correction, its spread scaled by ``l2_cliff_spread``). The cliff is as sharp as the
-associativity makes it: 20-24-way slices (h100, v100) give a steeper one than 16-way (a100), and a
-hypothetical L2 with few ways a soft one; no width is fitted per GPU.
+with continuity correction). The cliff is as sharp as the associativity makes it: 20-24-way slices
+(h100, v100) give a steeper one than 16-way (a100), and a hypothetical L2 with few ways a soft one.
+
+**Spread.** How evenly the slice hash and the set index spread contiguous lines over the sets decides
+the Poisson's width: `cliff_spread` = sqrt(``l2_cliff_spread``^2 + D), D the index of dispersion
+(variance / mean) of the lines per (slice, set) when a capacity's worth of contiguous lines is mapped
+by the GPU's own functions (DESIGN section 4). With a power-of-two slice count the xor hash is a
+bijection given the set (D = 0: v100, p100, the cliff is a step); with 160 or 80 slices the slice
+(h mod slices) and the set (of line // slices) are not independent and the lines per set scatter (a100
+D = 0.51, h100 0.34, titanxp 0.58). Measured by sweeping F contiguous lines twice through the
+simulated L2 (second sweep's miss fraction at F / L2 lines = 0.85, 1.0, 1.2): v100 0 / 0 / 1 (0.49 at
+1.02), a100 0.19 / 0.50 / 0.84, h100 0.10 / 0.48 / 0.91. No width is fitted per GPU: the residual
+factor is shared, the dispersion computed from the geometry, hypothetical GPUs included.
 """
 from __future__ import annotations
 
+import functools
 import math
 
+import numpy as np
 from simcore._jit import njit
 
-__all__ = ["l2_miss_prob", "refetch_misses", "footprint", "swept_rereads"]
+__all__ = ["l2_miss_prob", "refetch_misses", "footprint", "swept_rereads", "cliff_spread", "hash_dispersion"]
+
+
+@functools.lru_cache(maxsize=64)
+def hash_dispersion(slices: int, sets: int, ways: int, index: str) -> float:
+    """Variance / mean of the lines per (slice, set) when lines 0 .. slices x sets x ways - 1 (one
+    L2's worth, contiguous) are mapped by the simulator's slice and set functions (DESIGN section 4:
+    slice = h mod slices, h the xor-folded line for ``index`` "xor"; set = the slice's index function
+    of line // slices). 0 for an even spread, 1 for lines dropped at random. Numpy, once per geometry
+    (a100: 327,680 lines, a few ms)."""
+    lines = np.arange(slices * sets * ways, dtype=np.int64)
+    q = lines // slices
+    if index == "xor":
+        sl = (lines ^ (lines >> 7) ^ (lines >> 14)) % slices
+        bits = sets.bit_length() - 1
+        st = (q ^ (q >> bits) ^ (q >> (2 * bits))) & (sets - 1)
+    else:
+        sl = lines % slices
+        st = q & (sets - 1) if sets & (sets - 1) == 0 else q % sets
+    counts = np.bincount(sl * sets + st, minlength=slices * sets)
+    return float(counts.var() / counts.mean())
+
+
+def cliff_spread(gpu, factors) -> float:
+    """The width of ``gpu``'s L2 cliff, relative to the Poisson's: the residual factor
+    ``l2_cliff_spread`` and the hash's dispersion, added in quadrature (module docstring)."""
+    d = hash_dispersion(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index)
+    return math.sqrt(factors.l2_cliff_spread ** 2 + d)
 
 
 @njit(cache=True)

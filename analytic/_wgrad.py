@@ -15,13 +15,13 @@ from simcore._jit import njit
 
 from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
-from ._l2 import l2_miss_prob, refetch_misses
+from ._l2 import cliff_spread, l2_miss_prob, refetch_misses
 from ._schedule import tile_of, wave_stats
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "1c131e24cae0f011"
+_JIT_DEPS_SHA256 = "440e96a1e72e989b"
 
 __all__ = ["pixel_reuse"]
 
@@ -373,7 +373,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     # L2: compulsory dy and x; x pixels re-read across the wave's columns beyond the L2; tiles of
     # later waves re-read
     cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
-    l2_ways, spread = float(gpu.l2_ways), f.l2_cliff_spread
+    l2_ways, spread = float(gpu.l2_ways), cliff_spread(gpu, f)
     uniq_dy = float(cdiv(NPQ * K * eb, SEC))
     uniq_x = float(uniq_input(N, C, H, W, P, Q, R, S, *layer.stride, *layer.pad, *layer.dilation, eb, True, SEC))
     per_round = na_wave * a_round + nb_wave * b_round_avg

@@ -17,7 +17,7 @@ from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, dirty_at_end, layer_t
 from ._common import nsets as _nsets, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, l1_counts, lines_per_row, nchw_lines_per_row
 from ._geometry import dgrad_subproblems, geometry, geometry_check
-from ._l2 import l2_miss_prob, refetch_misses, swept_rereads
+from ._l2 import cliff_spread, l2_miss_prob, refetch_misses, swept_rereads
 from ._reuse import l1_configs, reuse_histogram
 from ._schedule import sm_config_summary, wave_stats
 from ._tiers import tiered
@@ -120,7 +120,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
                    + total[Mx.L2_WR_SECTORS] * SEC / LINE / len(subs)
                    + _cdiv(layer.params * eb, LINE) / len(subs))
             reread = (len(subs) - 1) * uniq_dy * l2_miss_prob(gap / cap_lines, float(gpu.l2_ways),
-                                                               f.l2_cliff_spread)
+                                                               cliff_spread(gpu, f))
         else:
             reread = _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, per_wave)
         fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
@@ -159,7 +159,7 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
     w_lines = _cdiv(layer.params * eb, LINE)
     more = tpf * len(subs) * _cdiv(layer.c, kernel.tile_n) > per_wave
     return swept_rereads(np.array(taps), nblk, dy_lines + w_lines, more, 32, cap_lines, float(gpu.l2_ways),
-                         f.l2_cliff_spread, uniq_dy)
+                         cliff_spread(gpu, f), uniq_dy)
 
 
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
@@ -270,7 +270,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
         l2a_w = 0.0
         l2b = 0.0
     l2_ways = float(gpu.l2_ways)
-    spread = f.l2_cliff_spread
+    spread = cliff_spread(gpu, f)
     # L1 set class of each filter position's A lines (nhwc, line-aligned pixels): positions whose
     # offsets differ by other than a multiple of the set step put their lines in other sets
     phase = np.zeros(R * S, np.int64)
