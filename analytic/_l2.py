@@ -13,15 +13,18 @@ with continuity correction). The cliff is as sharp as the associativity makes it
 (h100, v100) give a steeper one than 16-way (a100), and a hypothetical L2 with few ways a soft one.
 
 **Spread.** How evenly the slice hash and the set index spread contiguous lines over the sets decides
-the Poisson's width: `cliff_spread` = sqrt(``l2_cliff_spread``^2 + D), D the index of dispersion
-(variance / mean) of the lines per (slice, set) when a capacity's worth of contiguous lines is mapped
-by the GPU's own functions (DESIGN section 4). With a power-of-two slice count the xor hash is a
-bijection given the set (D = 0: v100, p100, the cliff is a step); with 160 or 80 slices the slice
-(h mod slices) and the set (of line // slices) are not independent and the lines per set scatter (a100
-D = 0.51, h100 0.34, titanxp 0.58). Measured by sweeping F contiguous lines twice through the
-simulated L2 (second sweep's miss fraction at F / L2 lines = 0.85, 1.0, 1.2): v100 0 / 0 / 1 (0.49 at
-1.02), a100 0.19 / 0.50 / 0.84, h100 0.10 / 0.48 / 0.91. No width is fitted per GPU: the residual
-factor is shared, the dispersion computed from the geometry, hypothetical GPUs included.
+the cliff's width. The lines per set of a window holding x L2s scatter around ways·x with variance
+s²·ways·x + D·ways·x² (`cliff_params` = (s, D)): s = ``l2_cliff_spread``, the residual (fitted), and D the
+index of dispersion (variance / mean) of the lines per (slice, set) when one L2's worth of contiguous lines
+is mapped by the GPU's own functions (DESIGN section 4), a deterministic scatter that grows with the
+window (x², where a random one would grow with x). With a power-of-two slice count the xor hash is a
+bijection given the set (D = 0: v100, p100, the cliff is a step); with 160 or 80 slices the slice (h mod
+slices) and the set (of line // slices) are not independent and the lines per set scatter (a100 D =
+0.51, h100 0.35, titanxp 0.58). Measured by sweeping F contiguous lines twice through the simulated L2
+(second sweep's miss fraction at F / L2 lines = 0.6, 0.7, 0.85, 1.0, 1.2): v100 0 / 0 / 0 / 0 / 1 (0.49
+at 1.02), a100 0 / 0.031 / 0.19 / 0.50 / 0.84, h100 0.10 at 0.85, 0.48 / 0.91. No width is fitted per
+GPU: the residual factor is shared, the dispersion computed from the geometry, hypothetical GPUs
+included.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-__all__ = ["l2_miss_prob", "refetch_misses", "footprint", "swept_rereads", "cliff_spread", "hash_dispersion"]
+__all__ = ["l2_miss_prob", "refetch_misses", "footprint", "swept_rereads", "cliff_params", "hash_dispersion"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -54,21 +57,23 @@ def hash_dispersion(slices: int, sets: int, ways: int, index: str) -> float:
     return float(counts.var() / counts.mean())
 
 
-def cliff_spread(gpu, factors) -> float:
-    """The width of ``gpu``'s L2 cliff, relative to the Poisson's: the residual factor
-    ``l2_cliff_spread`` and the hash's dispersion, added in quadrature (module docstring)."""
-    d = hash_dispersion(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index)
-    return math.sqrt(factors.l2_cliff_spread ** 2 + d)
+def cliff_params(gpu, factors) -> tuple:
+    """``gpu``'s L2 cliff for `l2_miss_prob`: (residual spread ``l2_cliff_spread``, the hash's
+    dispersion D) (module docstring)."""
+    return (float(factors.l2_cliff_spread),
+            hash_dispersion(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index))
 
 
 @njit(cache=True)
-def l2_miss_prob(x, ways, spread):
+def l2_miss_prob(x, ways, cliff):
     """P(miss) of a reuse whose LRU window holds x (in units of the useful L2 capacity) distinct
-    other lines, in an L2 of ``ways``-way sets: P(Poisson(ways x) >= ways)."""
+    other lines, in an L2 of ``ways``-way sets: P(count >= ways), the count ways·x on average, with
+    variance s²·ways·x + D·ways·x² for ``cliff`` = (s, D) (`cliff_params`; normal approximation with
+    continuity correction)."""
     if x <= 0.0:
         return 0.0
     lam = ways * x
-    z = (ways - 0.5 - lam) / (spread * math.sqrt(lam))
+    z = (ways - 0.5 - lam) / math.sqrt(cliff[0] * cliff[0] * lam + cliff[1] * lam * x)
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
@@ -80,18 +85,18 @@ def footprint(g, f1, fnew):
 
 
 @njit(cache=True)
-def refetch_misses(hist, volume, f1, fnew, cap_lines, ways, spread):
+def refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff):
     """Sum over gaps g of hist[g] x volume x P(miss | footprint of g waves)."""
     total = 0.0
     for g in range(1, hist.shape[0]):
         if hist[g] == 0.0:
             continue
-        total += hist[g] * volume * l2_miss_prob(footprint(g, f1, fnew) / cap_lines, ways, spread)
+        total += hist[g] * volume * l2_miss_prob(footprint(g, f1, fnew) / cap_lines, ways, cliff)
     return total
 
 
 @njit(cache=True)
-def swept_rereads(taps, nblk, lines, more, samples, cap_lines, ways, spread, volume):
+def swept_rereads(taps, nblk, lines, more, samples, cap_lines, ways, cliff, volume):
     """``volume`` x the mean L2 miss probability, summed over consecutive pairs (prev, cur) of the
     ascending ``taps``, of a line read at block k0 T_prev / T_max and again at k0 T_cur / T_1 (k0 at
     ``samples`` points over the ``nblk`` blocks; the blocks swept between, capped at ``nblk`` unless
@@ -111,6 +116,6 @@ def swept_rereads(taps, nblk, lines, more, samples, cap_lines, ways, spread, vol
                 hi = min(hi, float(nblk))
             blocks = max(0.0, hi - k0 * prev / tmax)
             gap = lines * min(1.0, blocks / nblk)            # no more distinct lines than dy and w hold
-            miss += l2_miss_prob(gap / cap_lines, ways, spread)
+            miss += l2_miss_prob(gap / cap_lines, ways, cliff)
         reread += volume * miss / samples
     return reread

@@ -10,7 +10,7 @@ from ._l2 import l2_miss_prob
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _l2.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "ba97fa20be332927"
+_JIT_DEPS_SHA256 = "42dc408f509b197e"
 
 
 @njit(cache=True)
@@ -119,7 +119,7 @@ def window_rows(hist, phase, nphase):
 
 @njit(cache=True)
 def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, bfrac, extra,
-              l2a, l2b, l2_ways, l2_spread):
+              l2a, l2b, l2_ways, l2_cliff):
     """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
     (linear ramp lo..hi).
 
@@ -163,14 +163,14 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
                 pm = hv * (x - lo) / (hi - lo)
             total += pm
             if union and l2a > 0:
-                total2 += pm * l2_miss_prob(ua * l2a + d * l2b, l2_ways, l2_spread)
+                total2 += pm * l2_miss_prob(ua * l2a + d * l2b, l2_ways, l2_cliff)
     return total, total2
 
 
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
-               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_spread):
+               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
@@ -238,7 +238,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     # window: new lines only where a position's filter bytes leave the previous line
                     extra = lines_b / nmax * min(1.0, bfrac) if brep else 0.0
                     m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
-                                       extra, l2a_w / na, l2b, l2_ways, l2_spread)
+                                       extra, l2a_w / na, l2b, l2_ways, l2_cliff)
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total

@@ -15,13 +15,13 @@ from simcore._jit import njit
 
 from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
-from ._l2 import cliff_spread, l2_miss_prob, refetch_misses
+from ._l2 import cliff_params, l2_miss_prob, refetch_misses
 from ._schedule import tile_of, wave_stats
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "440e96a1e72e989b"
+_JIT_DEPS_SHA256 = "a7c1d44e7ced2248"
 
 __all__ = ["pixel_reuse"]
 
@@ -373,14 +373,14 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     # L2: compulsory dy and x; x pixels re-read across the wave's columns beyond the L2; tiles of
     # later waves re-read
     cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
-    l2_ways, spread = float(gpu.l2_ways), cliff_spread(gpu, f)
+    l2_ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
     uniq_dy = float(cdiv(NPQ * K * eb, SEC))
     uniq_x = float(uniq_input(N, C, H, W, P, Q, R, S, *layer.stride, *layer.pad, *layer.dilation, eb, True, SEC))
     per_round = na_wave * a_round + nb_wave * b_round_avg
     sec_per_access = (sec_b / tiles_m) / all_total if all_total else 0.0
     far_b = 0.0
     for d, w in zip(all_dist, all_wt):
-        far_b += w * l2_miss_prob(max(d - span, 1.0) / tk * per_round / cap_lines, l2_ways, spread)
+        far_b += w * l2_miss_prob(max(d - span, 1.0) / tk * per_round / cap_lines, l2_ways, cliff)
     far_b *= sec_per_access
     a_slice = NPQ * a_sec_row
     b_slice = (sec_b / ctas) * b_first_frac if ctas else 0.0
@@ -388,8 +388,8 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     f1 = na_wave * NPQ * a_lines_row + nb_wave * ksteps * b_round_avg * b_first_frac + ctas_wave * c_lines
     fnew = max(0.0, f1 - NPQ * a_lines_row * hist_ra[1] / n_waves
                - ksteps * b_round_avg * b_first_frac * hist_rb[1] / n_waves)
-    reread_a = refetch_misses(hist_ra, a_slice, f1, fnew, cap_lines, l2_ways, spread)
-    reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, spread)
+    reread_a = refetch_misses(hist_ra, a_slice, f1, fnew, cap_lines, l2_ways, cliff)
+    reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, cliff)
     dram_a = min(miss_a, uniq_dy + reread_a)
     dram_b = min(miss_b, uniq_x + far_b + reread_b)
 

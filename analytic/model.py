@@ -17,7 +17,7 @@ from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, dirty_at_end, layer_t
 from ._common import nsets as _nsets, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, l1_counts, lines_per_row, nchw_lines_per_row
 from ._geometry import dgrad_subproblems, geometry, geometry_check
-from ._l2 import cliff_spread, l2_miss_prob, refetch_misses, swept_rereads
+from ._l2 import cliff_params, l2_miss_prob, refetch_misses, swept_rereads
 from ._reuse import l1_configs, reuse_histogram
 from ._schedule import sm_config_summary, wave_stats
 from ._tiers import tiered
@@ -120,7 +120,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
                    + total[Mx.L2_WR_SECTORS] * SEC / LINE / len(subs)
                    + _cdiv(layer.params * eb, LINE) / len(subs))
             reread = (len(subs) - 1) * uniq_dy * l2_miss_prob(gap / cap_lines, float(gpu.l2_ways),
-                                                               cliff_spread(gpu, f))
+                                                               cliff_params(gpu, f))
         else:
             reread = _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, per_wave)
         fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
@@ -159,7 +159,7 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
     w_lines = _cdiv(layer.params * eb, LINE)
     more = tpf * len(subs) * _cdiv(layer.c, kernel.tile_n) > per_wave
     return swept_rereads(np.array(taps), nblk, dy_lines + w_lines, more, 32, cap_lines, float(gpu.l2_ways),
-                         cliff_spread(gpu, f), uniq_dy)
+                         cliff_params(gpu, f), uniq_dy)
 
 
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
@@ -270,7 +270,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
         l2a_w = 0.0
         l2b = 0.0
     l2_ways = float(gpu.l2_ways)
-    spread = cliff_spread(gpu, f)
+    cliff = cliff_params(gpu, f)
     # L1 set class of each filter position's A lines (nhwc, line-aligned pixels): positions whose
     # offsets differ by other than a multiple of the set step put their lines in other sets
     phase = np.zeros(R * S, np.int64)
@@ -293,7 +293,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
         lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1, float(ns_life),
         bfrac, l2a_w, l2b,
-        l2_ways, spread)
+        l2_ways, cliff)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
     l1_hit_b = 0.0 if bypasses_l1(kinds) else sec_b * min(1.0, hit_b)
@@ -319,9 +319,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
     # lines touched in one wave, and per further wave (tiles not shared with the wave before)
     f1 = dens_l * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice_lines + ctas_wave * c_lines
     fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
-    reread_a = (refetch_misses(hist_ra, dens * core, f1, fnew, cap_lines, l2_ways, spread)
-                + refetch_misses(hist_rh, dens * bnd, f1, fnew, cap_lines, l2_ways, spread))
-    reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, spread)
+    reread_a = (refetch_misses(hist_ra, dens * core, f1, fnew, cap_lines, l2_ways, cliff)
+                + refetch_misses(hist_rh, dens * bnd, f1, fnew, cap_lines, l2_ways, cliff))
+    reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, cliff)
     # within-CTA reuses (across filter positions) that miss L1 and L2: once per wave and tile_m (the
     # wave's other CTAs with that tile_m read the same sectors in the same round, right behind it)
     inner = miss2_frac_a * rows_total * spr * wsum[0] / tiles_m
