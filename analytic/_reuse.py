@@ -168,9 +168,38 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
 
 
 @njit(cache=True)
+def window_span(fwd, back):
+    """span[t] = (first touches of the positions before round t in ``fwd``'s order + those after it,
+    from ``back``, the same histogram swept the other way) / the window's distinct rows."""
+    n = fwd.shape[0]
+    cum_f = np.zeros(n + 1, np.float64)
+    cum_b = np.zeros(n + 1, np.float64)
+    for t in range(n):
+        cum_f[t + 1] = cum_f[t] + fwd[t, 0]
+        cum_b[t + 1] = cum_b[t] + back[t, 0]
+    span = np.ones(n, np.float64)
+    if cum_f[n] <= 0.0:
+        return span
+    for t in range(n):
+        # before t: fwd steps 0 .. t-1; after t: back steps 0 .. n-2-t (positions t+1 .. n-1)
+        span[t] = (cum_f[t] + cum_b[n - 1 - t]) / cum_f[n]
+    return span
+
+
+@njit(cache=True)
+def _life_hit(a_life, b_life, span, cap, lo, hi):
+    """Mean over rounds t of the hit probability of a reuse one CTA lifetime back: A lines a_life x
+    span[t], B lines b_life, over ``cap`` (sets x ways)."""
+    total = 0.0
+    for t in range(span.shape[0]):
+        total += _ramp((a_life * span[t] + b_life) / cap, lo, hi)
+    return total / span.shape[0]
+
+
+@njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
-               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff):
+               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
@@ -180,6 +209,11 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
 
     Returns (fraction of A row accesses that miss L1, fraction of B lookups that hit, fraction of A
     row accesses whose within-CTA reuse misses L1 and L2).
+
+    ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
+    (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
+    partial sweep holds more than its share of the window); the cross-wave reuses are judged at every
+    round (`_life_hit`).
 
     A CTA whose tile an earlier slot of its SM holds reads, in every round, what that slot has just
     read: its accesses hit. A first holder misses on first touches and on reuses whose LRU window
@@ -261,8 +295,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         # CTA lifetime (distinct lines: the SM's A windows, its filter slices)
                         a_life = na * rows_distinct * (T / M) * lpm_a
                         b_life = nb * min(ksteps * lines_b, slice_b)
-                        life = (a_life + b_life) / ns_life / ways
-                        hb += (1.0 - hb) * _ramp(life, lo, hi)
+                        hb += (1.0 - hb) * _life_hit(a_life, b_life, span, ns_life * ways, lo, hi)
                 hb_acc += wm * wn * hb
         if not arep:
             ma_raw = ma
@@ -273,8 +306,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
             if prev_a:
                 a_life = na * rows_distinct * (tm_valid / M) * lpm_a
                 b_life = nb * min(ksteps * b_lines_avg, b_slice_avg)
-                life = (a_life + b_life) / ns_life / ways
-                ma *= 1.0 - _ramp(life, lo, hi)
+                ma *= 1.0 - _life_hit(a_life, b_life, span, ns_life * ways, lo, hi)
             if ma_raw > 0:
                 ma2 *= ma / ma_raw
         miss_frac_a += wgt * ma

@@ -18,7 +18,7 @@ from ._common import nsets as _nsets, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, l1_counts, lines_per_row, nchw_lines_per_row
 from ._geometry import dgrad_subproblems, geometry, geometry_check
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses, swept_rereads
-from ._reuse import l1_configs, reuse_histogram
+from ._reuse import l1_configs, reuse_histogram, window_span
 from ._schedule import sm_config_summary, wave_stats
 from ._tiers import tiered
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
@@ -31,6 +31,7 @@ __all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
 # schedule statistics: at most this many (wave, SM) pairs / waves are enumerated (analytic._schedule),
 # so the cost of a prediction does not grow with the batch size
 _SM_SAMPLES = 128
+_ONE_SPAN = np.ones(1, np.float64)      # cross-wave reuses judged at one window per slot
 _WAVE_SAMPLES = 48
 
 
@@ -209,6 +210,13 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
                            unit < SEC, f.l1_tile_edge, win.reverse)
     rows_t = hist.sum(axis=1)                  # valid rows (all tiles) per filter position
     rows_total = float(rows_t.sum())
+    # the A lines between a previous occupant's round t and this CTA's, in windows: its first touches
+    # up to t and, sweeping back, from t on (one sweep over the positions: nhwc with one channel block)
+    span = _ONE_SPAN
+    if nhwc and _cdiv(C, tk) == 1 and R * S > 1:
+        back = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
+                               unit < SEC, f.l1_tile_edge, not win.reverse)
+        span = window_span(hist, back)
     lo, hi = f.l1_hit_lo, f.l1_hit_hi
     nblk = _cdiv(C, tk) if nhwc else C
     dense = unit < SEC
@@ -293,7 +301,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
         lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1, float(ns_life),
         bfrac, l2a_w, l2b,
-        l2_ways, cliff)
+        l2_ways, cliff, span)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
     l1_hit_b = 0.0 if bypasses_l1(kinds) else sec_b * min(1.0, hit_b)
