@@ -164,45 +164,10 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
 
 
 @njit(cache=True)
-def aggregate_configs(rows):
-    """Merge rows of sm_configs with equal columns 1.. (summing weights); the distinct
-    configurations are few (a linear search over them per row is cheaper than a sort)."""
-    n = rows.shape[0]
-    out = np.zeros((min(n, 256), rows.shape[1]), np.float64)
-    m = 0
-    for i in range(n):
-        found = -1
-        for j in range(m):
-            same = True
-            for c in range(1, rows.shape[1]):
-                if out[j, c] != rows[i, c]:
-                    same = False
-                    break
-            if same:
-                found = j
-                break
-        if found < 0:
-            if m == out.shape[0]:
-                grown = np.zeros((2 * m, rows.shape[1]), np.float64)
-                for j in range(m):
-                    for c in range(rows.shape[1]):
-                        grown[j, c] = out[j, c]
-                out = grown
-            # element by element: array assignments compile Numba's shape-mismatch error (its string
-            # formatting), about 1 s of the first run
-            for c in range(rows.shape[1]):
-                out[m, c] = rows[i, c]
-            m += 1
-        else:
-            out[found, 0] += rows[i, 0]
-    return out[:m]
-
-
-@njit(cache=True)
 def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples):
-    """`aggregate_configs` of `sm_configs` (the same rows in the same order, bit for bit), merged as
-    the samples are drawn: each configuration keyed by one integer (its small counts and flags), no
-    array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us; measured)."""
+    """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
+    appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
+    and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us; measured)."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)

@@ -6,7 +6,9 @@ the same number of steps), so wave w is the w-th group of SMs x CTAs-per-SM vali
 """
 from __future__ import annotations
 
-__all__ = ["naive_valid_blocks", "naive_sm_configs", "naive_wave_stats"]
+import numpy as np
+
+__all__ = ["naive_valid_blocks", "naive_sm_configs", "naive_wave_stats", "merge_configs"]
 
 
 def naive_valid_blocks(tiles_m, tiles_n, swz):
@@ -105,3 +107,16 @@ def naive_wave_stats(tiles_m, tiles_n, swz, per_wave, gap_max):
         for y in ns:
             last_n[y] = w
     return hist_a, hist_b, hist_h, sums
+
+
+def merge_configs(rows):
+    """Rows of ``analytic._schedule.sm_configs`` merged where columns 1.. are equal: weights summed in
+    row order, configurations in order of first appearance (numpy array, like the model's summary)."""
+    merged = {}
+    for row in rows:
+        key = tuple(float(x) for x in row[1:])
+        if key in merged:
+            merged[key] += float(row[0])
+        else:
+            merged[key] = float(row[0])
+    return np.array([[w, *key] for key, w in merged.items()], np.float64).reshape(len(merged), rows.shape[1])

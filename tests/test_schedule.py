@@ -4,8 +4,8 @@ from collections import Counter
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analytic._schedule import CFG_PREV, GAP_MAX, aggregate_configs, sm_config_summary, sm_configs, tile_of, wave_stats
-from tests.naive_schedule import naive_sm_configs, naive_valid_blocks, naive_wave_stats
+from analytic._schedule import CFG_PREV, GAP_MAX, sm_config_summary, sm_configs, tile_of, wave_stats
+from tests.naive_schedule import merge_configs, naive_sm_configs, naive_valid_blocks, naive_wave_stats
 
 grids = st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(0, 3), st.integers(1, 12),
                   st.integers(1, 4))
@@ -35,7 +35,7 @@ def test_sm_config_summary_counts_the_naive_configurations(grid):
 @settings(max_examples=200)
 def test_sm_config_summary_is_the_merged_sample(tm, tn, swz, sms, cps, samples):
     # sampled grids: the keyed merge gives the rows, weights and order of merging the sampled rows
-    merged = aggregate_configs(sm_configs(tm, tn, swz, sms, cps, samples))
+    merged = merge_configs(sm_configs(tm, tn, swz, sms, cps, samples))
     assert np.array_equal(sm_config_summary(tm, tn, swz, sms, cps, samples), merged)
 
 
