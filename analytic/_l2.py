@@ -12,19 +12,18 @@ in its set. With the F lines spread at random that count is Binomial(F, 1/S) ~ P
 with continuity correction). The cliff is as sharp as the associativity makes it: 20-24-way slices
 (h100, v100) give a steeper one than 16-way (a100), and a hypothetical L2 with few ways a soft one.
 
-**Spread.** How evenly the slice hash and the set index spread contiguous lines over the sets decides
-the cliff's width. The lines per set of a window holding x L2s scatter around ways·x with variance
-s²·ways·x + D·ways·x² (`cliff_params` = (s, D)): s = ``l2_cliff_spread``, the residual (fitted), and D the
-index of dispersion (variance / mean) of the lines per (slice, set) when one L2's worth of contiguous lines
-is mapped by the GPU's own functions (DESIGN section 4), a deterministic scatter that grows with the
-window (x², where a random one would grow with x). With a power-of-two slice count the xor hash is a
-bijection given the set (D = 0: v100, p100, the cliff is a step); with 160 or 80 slices the slice (h mod
-slices) and the set (of line // slices) are not independent and the lines per set scatter (a100 D =
-0.51, h100 0.35, titanxp 0.58). Measured by sweeping F contiguous lines twice through the simulated L2
-(second sweep's miss fraction at F / L2 lines = 0.6, 0.7, 0.85, 1.0, 1.2): v100 0 / 0 / 0 / 0 / 1 (0.49
-at 1.02), a100 0 / 0.031 / 0.19 / 0.50 / 0.84, h100 0.10 at 0.85, 0.48 / 0.91. No width is fitted per
-GPU: the residual factor is shared, the dispersion computed from the geometry, hypothetical GPUs
-included.
+**Spread.** How evenly the slice hash and the set index spread contiguous lines over the sets decides the
+cliff's width. The lines per set of a window holding x L2s scatter around ways·x with variance s²·ways·x
++ D·ways·x² (`cliff_params` = (s, D)): s = ``l2_cliff_spread``, the residual (fitted), and D the index of
+dispersion (variance / mean) of the lines per (slice, set) when one L2's worth of contiguous lines is
+mapped by the GPU's own functions (DESIGN section 4), a deterministic scatter that grows with the window
+(x², where a random one would grow with x). With a power-of-two slice count the xor hash is a bijection
+given the set (D = 0: v100, p100, the cliff is a step); with 160 or 80 slices the slice (h mod slices)
+and the set (of line // slices) are not independent and the lines per set scatter (a100 D = 0.51, h100
+0.35, titanxp 0.58). Measured by sweeping F contiguous lines twice through the simulated L2 (second
+sweep's miss fraction at F / L2 lines = 0.6, 0.7, 0.85, 1.0, 1.2): v100 0 / 0 / 0 / 0 / 1 (0.49 at 1.02),
+a100 0 / 0.031 / 0.19 / 0.50 / 0.84, h100 0.10 at 0.85, 0.48 / 0.91. No width is fitted per GPU: the
+residual factor is shared, the dispersion computed from the geometry, hypothetical GPUs included.
 """
 from __future__ import annotations
 

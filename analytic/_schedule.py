@@ -167,7 +167,8 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
 def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples):
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
     appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
-    and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us; measured)."""
+    and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us;
+    measured)."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)

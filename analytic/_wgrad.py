@@ -21,7 +21,7 @@ from ._schedule import tile_of, wave_stats
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
 # changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "08035d489c5e00fd"
+_JIT_DEPS_SHA256 = "2e7e74d893b1ee32"
 
 __all__ = ["pixel_reuse"]
 

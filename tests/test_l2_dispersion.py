@@ -24,11 +24,12 @@ def naive_dispersion(slices, sets, ways, index):
     return sum((v - mean) ** 2 for v in values) / len(values) / mean
 
 
-@given(st.integers(1, 40), st.sampled_from([4, 8, 16, 32, 64]), st.integers(1, 8), st.sampled_from(["xor", "linear"]))
+@given(st.integers(1, 40), st.sampled_from([4, 8, 16, 32, 64]), st.integers(1, 8),
+       st.sampled_from(["xor", "linear"]))
 @settings(max_examples=60, deadline=None)
 def test_dispersion_is_the_naive_mapping(slices, sets, ways, index):
-    assert math.isclose(hash_dispersion(slices, sets, ways, index), naive_dispersion(slices, sets, ways, index),
-                        rel_tol=1e-9, abs_tol=1e-12)
+    want = naive_dispersion(slices, sets, ways, index)
+    assert math.isclose(hash_dispersion(slices, sets, ways, index), want, rel_tol=1e-9, abs_tol=1e-12)
 
 
 @given(st.integers(0, 8), st.sampled_from([8, 32, 128]), st.integers(2, 24))
@@ -61,9 +62,9 @@ def _sweep_miss(slices, sets, ways, x):
 
 
 def test_cliff_width_follows_the_dispersion():
-    # 12 slices of 64 sets (slices not a power of two): lines scatter over the sets and the cliff is gradual, as the
-    # model's spread says; 16 slices: every set holds its share, all hit below the capacity, all miss once
-    # every set has more lines than ways
+    # 12 slices of 64 sets (slices not a power of two): lines scatter over the sets and the cliff is
+    # gradual, as the model's spread says; 16 slices: every set holds its share, all hit below the
+    # capacity, all miss once every set has more lines than ways
     assert _sweep_miss(16, 16, 8, 0.95) == 0.0 and _sweep_miss(16, 16, 8, 1.15) == 1.0
     d = hash_dispersion(12, 64, 8, "xor")
     assert d > 0.4
