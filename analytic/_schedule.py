@@ -28,6 +28,15 @@ _PHI = (math.sqrt(5.0) - 1.0) / 2.0      # low-discrepancy (golden ratio) sample
 
 
 @njit(cache=True, inline="always")
+def sample_index(i, take, n):
+    """The i-th of ``take`` samples of 0 .. n - 1: all of them in order when take == n, else the
+    golden-ratio sequence's i-th position."""
+    if take == n:
+        return i
+    return int(((i + 0.5) * _PHI % 1.0) * n)
+
+
+@njit(cache=True, inline="always")
 def tile_of(v, tiles_m, tiles_n, swz):
     """(tile_m, tile_n) of valid block v (0 <= v < tiles_m tiles_n)."""
     width = 1 << swz
@@ -126,10 +135,7 @@ def _sample_pairs(ctas, sms, cps, max_samples):
     out = np.empty((take_full + n_last_sms, 3), np.float64)
     wgt = n_full_pairs / take_full if take_full else 0.0
     for i in range(take_full):
-        if take_full == n_full_pairs:
-            j = i
-        else:
-            j = int(((i + 0.5) * _PHI % 1.0) * n_full_pairs)
+        j = sample_index(i, take_full, n_full_pairs)
         out[i, 0] = j // sms
         out[i, 1] = j % sms
         out[i, 2] = wgt
@@ -163,6 +169,17 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
     return out[:row]
 
 
+@njit(cache=True, inline="always")
+def _config_key(cfg, s, base):
+    """One integer naming slot s's columns 1.. of ``cfg``: its counts (below ``base``) and flags."""
+    key = 0
+    for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB):
+        key = key * base + int(cfg[s, c])
+    for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B):
+        key = key * 2 + int(cfg[s, c])
+    return key
+
+
 @njit(cache=True)
 def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples):
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
@@ -183,11 +200,7 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
                       tm_, tn_, cfg)
         for s in range(k):
-            key = 0
-            for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB):
-                key = key * base + int(cfg[s, c])
-            for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B):
-                key = key * 2 + int(cfg[s, c])
+            key = _config_key(cfg, s, base)
             found = -1
             for j in range(m):
                 if keys[j] == key:
@@ -394,10 +407,7 @@ def wave_stats(tiles_m, tiles_n, swz, per_wave, max_samples):
     if n_inner > 0:
         wgt = n_inner / take
         for i in range(take):
-            if take == n_inner:
-                w = i
-            else:
-                w = int(((i + 0.5) * _PHI % 1.0) * n_inner)
-            _wave(w, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, sums, wgt)
+            _wave(sample_index(i, take, n_inner), ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h,
+                  sums, wgt)
     _wave(waves - 1, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, sums, 1.0)
     return hist_a, hist_b, hist_h, sums

@@ -16,12 +16,12 @@ from simcore._jit import njit
 from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses
-from ._schedule import tile_of, wave_stats
+from ._schedule import sample_index, tile_of, wave_stats
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
-# _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of it: updating the digest after an edit there
-# changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "2e7e74d893b1ee32"
+# _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of them: updating the
+# digest after an edit there changes this file too, so no stale compiled kernel survives.
+_JIT_DEPS_SHA256 = "42ffc5eaee2212a3"
 
 __all__ = ["pixel_reuse"]
 
@@ -153,7 +153,6 @@ def line_span(step, line) -> float:
 _SM_SAMPLES = 128
 _WAVE_SAMPLES = 48
 _TILE_SAMPLES = 8
-_PHI = (5 ** 0.5 - 1) / 2                  # golden-ratio sample positions
 
 
 @njit(cache=True)
@@ -172,7 +171,7 @@ def _sampled_sms(tiles_m, tiles_n, swz, sms, cps, samples):
     n = 0
     k = 0
     for i in range(take):
-        j = i if take == pairs else int(((i + 0.5) * _PHI % 1.0) * pairs)
+        j = sample_index(i, take, pairs)
         w = j // sms
         sm = j % sms
         first = k

@@ -94,11 +94,11 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     # its 16 (a100: 1.23-1.25 -> 0.90-1.19 ms a prediction, measured)
     done = {}
     for geo, _share in subs:
-        key = (geo.win, geo.gemm_n, geo.ksteps, tuple(geo.counts.items()), geo.b_rows, geo.row_b, geo.pos_b,
+        sig = (geo.win, geo.gemm_n, geo.ksteps, tuple(geo.counts.items()), geo.b_rows, geo.row_b, geo.pos_b,
                geo.lpr_b, geo.ncls.tobytes(), geo.uniq_b, geo.share_b_blk, geo.reuse_b1, geo.flops)
-        if key not in done:
-            done[key] = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False)
-        part = dict(done[key])
+        if sig not in done:
+            done[sig] = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False)
+        part = dict(done[sig])
         uniq_sum += part.pop("_uniq_a")
         if total is None:
             total = part
