@@ -26,12 +26,15 @@ Counting rules (proved in MODEL.md):
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 from simcore._jit import njit
 
 from traces.kernel import KernelConfig
 from traces.layer import ConvLayer
 
+from ._memo import memo
 from ._tiers import tiered
 
 SEC = 32
@@ -183,18 +186,20 @@ def _blocks(extent, tile, eb):
     return out
 
 
+@memo()
 @tiered
-def l1_counts(layer, kernel) -> dict:
+def l1_counts(layer, kernel) -> MappingProxyType:
     """Exact L1 load requests/sectors (A, B) and store requests/sectors (C) of one layer, for
-    ``kernel.op`` fprop, dgrad or wgrad (arguments already validated: see `l1_counts_for`)."""
+    ``kernel.op`` fprop, dgrad or wgrad (arguments already validated: see `l1_counts_for`); read-only,
+    memoized (`_memo`)."""
     if layer.groups > 1:                        # (imported here: these modules import this one)
         from ._counts_grouped import grouped_counts
-        return grouped_counts(layer, kernel)
+        return MappingProxyType(grouped_counts(layer, kernel))
     if kernel.op == "fprop":
         from ._counts_fprop import fprop_counts
-        return fprop_counts(layer, kernel)
+        return MappingProxyType(fprop_counts(layer, kernel))
     from ._counts_backward import backward_counts
-    return backward_counts(layer, kernel)
+    return MappingProxyType(backward_counts(layer, kernel))
 
 
 def l1_counts_for(layer, kernel) -> dict:
@@ -225,7 +230,7 @@ def l1_counts_for(layer, kernel) -> dict:
     if not isinstance(kernel, KernelConfig):
         raise TypeError(f"kernel must be a traces.KernelConfig, got {type(kernel).__name__}")
     kernel.check_layer(layer)
-    return l1_counts(layer, kernel)
+    return dict(l1_counts(layer, kernel))
 
 
 def l1_exact(layer, kernel) -> bool:

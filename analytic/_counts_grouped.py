@@ -24,7 +24,7 @@ from ._groups import _box_operand
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest of
 # them: updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "f29fbf6b56faef34"
+_JIT_DEPS_SHA256 = "3c94a243c56abad2"
 
 
 @functools.lru_cache(maxsize=256)

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._counts import block_sharing, l1_counts, lines_per_row
+from ._memo import memo
 
 __all__ = ["Window", "Geometry", "geometry", "grid"]
 
@@ -77,9 +78,11 @@ def _tile_classes(tiles_n, full, last):
     """``ncls`` (see `Geometry`): the B classes of the full column tiles and, when ``last`` is not None,
     of the partial last one; ``full`` and ``last`` are (lines per round, slice lines) of one tile."""
     if last is None:
-        return np.array([[full[0], 1.0, full[1]]])
-    return np.array([[full[0], (tiles_n - 1) / tiles_n, full[1]],
-                     [last[0], 1.0 / tiles_n, last[1]]])
+        out = np.array([[full[0], 1.0, full[1]]])
+    else:
+        out = np.array([[full[0], (tiles_n - 1) / tiles_n, full[1]],
+                        [last[0], 1.0 / tiles_n, last[1]]])
+    return out                              # read-only by convention: a `Geometry` is memoized (`_memo`)
 
 
 def _dgrad_tile_lines(C, tn, last_n, eb, row_b, step):
@@ -161,7 +164,8 @@ def _starting_coord(stride, pad, start):
     return abs(stride - (pad % stride - start)) % stride
 
 
-def dgrad_subproblems(layer, kernel, total=None) -> list:
+@memo(256)
+def dgrad_subproblems(layer, kernel) -> tuple:
     """Strided dgrad (DESIGN 3a) as one unit-stride-like GEMM per starting filter position f: rows
     (n, p', q') of dx pixels h = start_h + p' stride_h (w likewise), taps r = start_r, start_r +
     stride_h, ... read dy at p = p' + off_h - i (i-th tap), i.e. an fprop window over dy with stride 1,
@@ -169,7 +173,7 @@ def dgrad_subproblems(layer, kernel, total=None) -> list:
     and one row (idle and store-only CTAs load nothing); ``share`` is the sub-problem's part of the
     layer's B and C traffic (its taps' and rows' share); A and B counts are the sub-problem's exact ones
     (`_counts_backward._l1_dgrad` on its starting position alone), C its rows' share of the stores.
-    ``total``: the layer's `l1_counts`, if the caller has them."""
+    Memoized (`_memo`): a tuple, read-only."""
     from ._counts_backward import _dgrad_positions, _l1_dgrad
     from ._groups import kernel_templates
     N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
@@ -178,8 +182,7 @@ def dgrad_subproblems(layer, kernel, total=None) -> list:
     P, Q = layer.p, layer.q
     eb = kernel.elem_bytes
     tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
-    if total is None:
-        total = l1_counts(layer, kernel)
+    total = l1_counts(layer, kernel)
     fpos, per_filter = _dgrad_positions(layer, kernel)
     tpl = kernel_templates(kernel)
     subs = []
@@ -226,7 +229,7 @@ def dgrad_subproblems(layer, kernel, total=None) -> list:
         geo = Geometry("dgrad", win, C, nr * ns * _cdiv(K, tk), ex, rows, row_b, sw * C * eb, lpr_b, ncls,
                        uniq_b * nr * ns / (R * S), 0.0, 0.0, flops)
         out.append((geo, share))
-    return out
+    return tuple(out)
 
 
 def geometry_check(layer, kernel) -> None:
@@ -237,8 +240,9 @@ def geometry_check(layer, kernel) -> None:
     raise ValueError(f"analytic model: op {op!r} is not modelled")
 
 
+@memo()
 def geometry(layer, kernel) -> Geometry:
-    """The `Geometry` of ``layer`` run by ``kernel`` (fprop, or dgrad with unit stride)."""
+    """The `Geometry` of ``layer`` run by ``kernel`` (fprop, or dgrad with unit stride); memoized, read-only."""
     op = getattr(kernel, "op", "fprop")
     if op == "fprop":
         return _fprop(layer, kernel)

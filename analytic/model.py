@@ -18,6 +18,7 @@ from ._common import nsets as _nsets, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, l1_counts, lines_per_row, nchw_lines_per_row
 from ._geometry import dgrad_subproblems, geometry, geometry_check
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses, swept_rereads
+from ._memo import memo
 from ._reuse import l1_configs, reuse_histogram, window_span
 from ._schedule import sm_config_summary, wave_stats
 from ._tiers import tiered
@@ -81,30 +82,43 @@ def _predict(layer, gpu, kernel, f, machine):
     return _predict_gemm(geometry(layer, kernel), gpu, kernel, f, machine, layer)
 
 
+@memo(256)
+def _distinct_subproblems(layer, kernel) -> tuple:
+    """Strided dgrad's sub-problems (`dgrad_subproblems`) alike in every figure the GEMM engine reads,
+    gathered: ((Geometry, how many), ...). alexnet conv1 has 9 distinct of 16 (a100: 1.23-1.25 -> 0.90-1.19
+    ms a prediction when each is computed once)."""
+    groups = {}
+    for geo, _share in dgrad_subproblems(layer, kernel):
+        sig = (geo.win, geo.gemm_n, geo.ksteps, tuple(geo.counts.items()), geo.b_rows, geo.row_b, geo.pos_b,
+               geo.lpr_b, geo.ncls.tobytes(), geo.uniq_b, geo.share_b_blk, geo.reuse_b1, geo.flops)
+        if sig in groups:
+            groups[sig][1] += 1
+        else:
+            groups[sig] = [geo, 1]
+    return tuple((geo, mult) for geo, mult in groups.values())
+
+
 def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     """Strided dgrad: the sum of its sub-problems (`_geometry.dgrad_subproblems`), each on the GEMM
     engine as if alone, with dy's compulsory reads shared: every sub-problem reads (nearly) all of dy,
     one after the other in block order, so a later one finds it in L2 unless the tiles between evict
     it (their traffic against the L2, the engine's cliff)."""
     ex = l1_counts(layer, kernel)
-    subs = dgrad_subproblems(layer, kernel, ex)
+    subs = dgrad_subproblems(layer, kernel)
+    groups = _distinct_subproblems(layer, kernel)
+    # the sub-problems share their grid (every one of alexnet, resnet50 and googlenet): its schedule
+    # statistics are computed once per call
+    sched = {}
     total = None
     uniq_sum = 0.0
-    # sub-problems alike in every figure the engine reads are computed once: alexnet conv1 computes 6 of
-    # its 16 (a100: 1.23-1.25 -> 0.90-1.19 ms a prediction, measured)
-    done = {}
-    for geo, _share in subs:
-        sig = (geo.win, geo.gemm_n, geo.ksteps, tuple(geo.counts.items()), geo.b_rows, geo.row_b, geo.pos_b,
-               geo.lpr_b, geo.ncls.tobytes(), geo.uniq_b, geo.share_b_blk, geo.reuse_b1, geo.flops)
-        if sig not in done:
-            done[sig] = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False)
-        part = dict(done[sig])
-        uniq_sum += part.pop("_uniq_a")
+    for geo, mult in groups:
+        part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched)
+        uniq_sum += mult * part.pop("_uniq_a")
         if total is None:
-            total = part
+            total = {key: mult * value for key, value in part.items()}
         else:
             for key, value in part.items():
-                total[key] += value
+                total[key] += mult * value
     # store-only CTAs (no tap reaches their rows) write zeros: scale the output side to every store
     stored = total[Mx.L1_ST_SECTORS]
     if stored and ex["sec_C"] != stored:
@@ -170,7 +184,60 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
                          cliff_params(gpu, f), uniq_dy)
 
 
-def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
+@memo()
+def _a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
+    """The figures of A's window that depend on neither the GPU's L1 nor its L2 (memoized, read-only):
+    (reuse histogram, valid rows per filter position and in all, the cross-wave window spans, lines per
+    row access of a k-step and of a window over all filter positions, distinct lines per missed row over
+    a CTA lifetime, sectors the next channel block re-reads, A's distinct sectors and lines)."""
+    N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
+    sh, sw, ph, pw, dh, dw = win.sh, win.sw, win.ph, win.pw, win.dh, win.dw
+    P, Q = win.p, win.q
+    tiles_m = _cdiv(N * P * Q, tm)
+    unit = C * eb if nhwc else eb                  # bytes per input column w
+    dense = unit < SEC
+    hist = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
+                           unit < SEC, tile_edge, win.reverse)
+    rows_t = hist.sum(axis=1)                  # valid rows (all tiles) per filter position
+    rows_total = float(rows_t.sum())
+    # the A lines between a previous occupant's round t and this CTA's, in windows: its first touches
+    # up to t and, sweeping back, from t on (one sweep over the positions: nhwc with one channel block)
+    span = _ONE_SPAN
+    if nhwc and _cdiv(C, tk) == 1 and R * S > 1:
+        back = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
+                               unit < SEC, tile_edge, not win.reverse)
+        span = window_span(hist, back)
+    # lines a k-step reads per row access (rows at their byte stride, blocks and filter positions at
+    # their offsets; unaligned blocks straddle lines, narrow rows share them)
+    if nhwc:
+        lpr_a = lines_per_row(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb), LINE)
+        # the same for a window over all filter positions, which reads every column when the taps
+        # cover the stride (rows one pixel apart)
+        lpw_a = lpr_a if S * dw < sw else lines_per_row(C, tk, eb, C * eb, C * eb, LINE)
+    else:
+        lpr_a = nchw_lines_per_row(tm, tk, C, R, S, Q, sw, dw, eb, LINE)
+        lpw_a = lpr_a
+    # sectors the next channel block re-reads (nhwc A: R S rounds later, the same filter position)
+    share_blk = block_sharing(C, tk, eb, sw * C * eb) if nhwc else 0.0
+    # distinct lines per missed row over a CTA lifetime
+    if not nhwc:
+        lpm_a = C * sw * eb / LINE        # a row access reads one element of each of C planes
+    elif S * dw >= sw:
+        lpm_a = unit / LINE                  # a lifetime reads every column of its window
+        if dense:
+            # rows narrower than a sector: the histogram counts a shift by a fraction of the stride as a
+            # reuse (`reuse_histogram`'s frac_w), so a first touch stands for every input column one
+            # stride period holds (alexnet conv1 fprop: B L1 misses -73 % with one column a touch)
+            cols = len({(s * dw) % sw for s in range(S)})
+            lpm_a *= cols
+            lpw_a *= cols
+    else:
+        lpm_a = unit / LINE if unit >= LINE else min(1.0, sw * unit / LINE)
+    uniq_a, uniq_a_lines = _uniq_inputs(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, (SEC, LINE))
+    return hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines
+
+
+def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     win = geo.win
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
     sh, sw, ph, pw, dh, dw = win.sh, win.sw, win.ph, win.pw, win.dh, win.dw
@@ -197,8 +264,14 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
 
     # ---- schedule: co-residency per SM (L1), tiles per wave and their re-reads (L2) --------------
     swz = kernel.swizzle_log
-    cfg = sm_config_summary(tiles_m, tiles_n, swz, sms, cps, _SM_SAMPLES)
-    hist_ra, hist_rb, hist_rh, wsum = wave_stats(tiles_m, tiles_n, swz, per_wave, _WAVE_SAMPLES)
+    if sched is None or (tiles_m, tiles_n) not in sched:
+        stats = (sm_config_summary(tiles_m, tiles_n, swz, sms, cps, _SM_SAMPLES),
+                 wave_stats(tiles_m, tiles_n, swz, per_wave, _WAVE_SAMPLES))
+        if sched is not None:
+            sched[(tiles_m, tiles_n)] = stats
+    else:
+        stats = sched[(tiles_m, tiles_n)]
+    cfg, (hist_ra, hist_rb, hist_rh, wsum) = stats
     n_waves = wsum[3]
     na_wave, nb_wave, ctas_wave, runs_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves, \
         wsum[4] / n_waves
@@ -213,17 +286,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
     nsb = _nsets((row_b,), sets, LINE)
     nmax = max(nsa, nsb)
 
-    hist = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
-                           unit < SEC, f.l1_tile_edge, win.reverse)
-    rows_t = hist.sum(axis=1)                  # valid rows (all tiles) per filter position
-    rows_total = float(rows_t.sum())
-    # the A lines between a previous occupant's round t and this CTA's, in windows: its first touches
-    # up to t and, sweeping back, from t on (one sweep over the positions: nhwc with one channel block)
-    span = _ONE_SPAN
-    if nhwc and _cdiv(C, tk) == 1 and R * S > 1:
-        back = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
-                               unit < SEC, f.l1_tile_edge, not win.reverse)
-        span = window_span(hist, back)
+    hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines = _a_window(
+        win, tm, tk, eb, nhwc, SEC, LINE, f.l1_tile_edge)
     lo, hi = f.l1_hit_lo, f.l1_hit_hi
     nblk = _cdiv(C, tk) if nhwc else C
     dense = unit < SEC
@@ -232,16 +296,6 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
     else:
         spr = sec_a / (tiles_n * rows_total) if rows_total else 0.0
     dscale = 1.0 if nhwc else 1.0 / tk          # filter-position distance -> rounds
-    # lines a k-step reads per row access (rows at their byte stride, blocks and filter positions at
-    # their offsets; unaligned blocks straddle lines, narrow rows share them)
-    if nhwc:
-        lpr_a = lines_per_row(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb), LINE)
-        # the same for a window over all filter positions, which reads every column when the taps
-        # cover the stride (rows one pixel apart)
-        lpw_a = lpr_a if S * dw < sw else lines_per_row(C, tk, eb, C * eb, C * eb, LINE)
-    else:
-        lpr_a = nchw_lines_per_row(tm, tk, C, R, S, Q, sw, dw, eb, LINE)
-        lpw_a = lpr_a
     lpr_b = geo.lpr_b
     # tile classes: full tiles and the last partial one (rows); B tile classes come with the geometry
     last_m = M - (tiles_m - 1) * tm
@@ -249,24 +303,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
     ncls = geo.ncls
     b_lines_round = float(ncls[:, 0] @ ncls[:, 1])        # one CTA's B lines per round (class average)
     b_slice_lines = float(ncls[:, 2] @ ncls[:, 1])        # the lines of a tile's whole B slice
-    # sectors the next channel block re-reads (nhwc A: R S rounds later, the same filter position)
-    share_blk = block_sharing(C, tk, eb, sw * C * eb) if nhwc else 0.0
     share_b_blk = geo.share_b_blk
     reuse_b1 = geo.reuse_b1
-    # distinct lines per missed row over a CTA lifetime, and the sets a lifetime's lines reach
-    if not nhwc:
-        lpm_a = nblk * sw * eb / LINE        # a row access reads one element of each of C planes
-    elif S * dw >= sw:
-        lpm_a = unit / LINE                  # a lifetime reads every column of its window
-        if dense:
-            # rows narrower than a sector: the histogram counts a shift by a fraction of the stride as a
-            # reuse (`reuse_histogram`'s frac_w), so a first touch stands for every input column one
-            # stride period holds (alexnet conv1 fprop: B L1 misses -73 % with one column a touch)
-            cols = len({(s * dw) % sw for s in range(S)})
-            lpm_a *= cols
-            lpw_a *= cols
-    else:
-        lpm_a = unit / LINE if unit >= LINE else min(1.0, sw * unit / LINE)
+    # the sets a CTA lifetime's lines reach
     if nhwc:
         ns_life = max(_nsets((sw * unit, sh * W * unit, H * W * unit) + ((LINE,) if unit > LINE else ()),
                              sets, LINE),
@@ -315,7 +354,6 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True):
     miss_b = sec_b - l1_hit_b
 
     # ---- compulsory (unique) sectors of each tensor ----------------------------------------------
-    uniq_a, uniq_a_lines = _uniq_inputs(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, (SEC, LINE))
     uniq_a = min(float(uniq_a), miss_a) if miss_a else 0.0
     uniq_b = min(geo.uniq_b, miss_b)
     uniq_c = float(_cdiv(M * K * eb, SEC))

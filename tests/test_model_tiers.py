@@ -15,6 +15,7 @@ from numba.core.registry import CPUDispatcher
 import analytic
 import simcore
 from analytic import _tiers
+from analytic._memo import clear_memo
 from traces import KERNELS, KernelConfig, network
 from validation.random_cases import random_case
 
@@ -31,11 +32,14 @@ def fresh_tiers(monkeypatch):
 
 
 def _both(layer, gpu, kernel):
-    """(interpreted, compiled) predictions of one case."""
+    """(interpreted, compiled) predictions of one case, each computed in full (the memo of
+    GPU-independent figures cleared before each)."""
     previous = analytic.set_model_kernels("interpreted")
     try:
+        clear_memo()
         interpreted = analytic.predict_layer(layer, gpu, kernel)
         analytic.set_model_kernels("compiled")
+        clear_memo()
         compiled = analytic.predict_layer(layer, gpu, kernel)
     finally:
         analytic.set_model_kernels(previous)
