@@ -2,8 +2,9 @@
 
 L1 requests and sectors are exact (`analytic._counts_grouped`). A's L1 misses: each CTA's first reads of
 its pixels in its groups' channel range, plus the re-reads (by later taps of a group, by later groups)
-whose window of other lines does not fit the L1 sets they map to (`reuse_misses`, `a_misses`). B: each
-CTA's filter slice once from L2. DRAM reads: x's and w's distinct sectors. The write side comes from the
+whose window of other lines does not fit the L1 sets they map to (`reuse_misses`, `a_misses`), judged per
+class of tiles (`_tile_pixels`, exact). B: each CTA's filter slice once from L2, but for the CTAs whose
+slice an earlier co-resident slot of their SM has just read (`_b_shared`). DRAM reads: x's and w's distinct sectors. The write side comes from the
 dense engine on the layer's dense part (`dense_equivalent`), scaled to the exact store sectors.
 """
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+
+import numpy as np
 
 from simcore import metrics as Mx
 from traces.grouped import group_mode, groups_per_cta
@@ -69,23 +72,45 @@ def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
     return pixels * per_pixel, pixels * (cross_miss * max(0.0, per_group - per_pixel) + intra_miss * per_group)
 
 
+# tiles whose distinct input pixels `_tile_pixels` counts one by one (evenly spaced over the grid's
+# tiles_m: tiles differ by where they start in the image)
+_TILE_SAMPLES = 24
+
+
+@functools.lru_cache(maxsize=1024)
 def _tile_pixels(layer, kernel, sec):
-    """(input pixels all M tiles read, counted once per tile; those of one tile). A tile of T >= Q outputs
-    reads its share of the layer's distinct input pixels plus the halo adjacent tiles share (the input rows
-    the windows of consecutive output rows share, and the pixels of consecutive output pixels); a tile of
-    T < Q outputs (part of one output row) reads the filter's rows x the columns its outputs reach."""
+    """(input pixels all M tiles read, counted once per tile; those of one tile, on average; classes
+    (pixels of a tile, share of the GEMM rows in such tiles)): the distinct
+    in-image input pixels of a tile's T output rows over every filter position (taps ``dil`` apart,
+    padding, image boundaries inside the tile), counted exactly on up to `_TILE_SAMPLES` tiles evenly
+    spaced along M (a cost independent of the batch)."""
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     M, tm = layer.gemm_m, min(kernel.tile_m, layer.gemm_m)
-    pixels = uniq_input(layer.n, 1, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
-                        sec, True, sec)
     tiles_m = cdiv(M, tm)
-    share = pixels * tm / M
-    if tm >= layer.q:
-        tile = share + max(0, (layer.r - 1) * dh + 1 - sh) * layer.w + max(0, (layer.s - 1) * dw + 1 - sw)
-    else:
-        tile = ((layer.r - 1) * dh + 1) * min(layer.w, (tm - 1) * sw + (layer.s - 1) * dw + 1)
-    tile = min(tile, pixels)
-    return min(pixels * tiles_m, pixels + (tiles_m - 1) * max(0.0, tile - share)), tile
+    P, Q, H, W = layer.p, layer.q, layer.h, layer.w
+    picks = np.unique(np.linspace(0, tiles_m - 1, min(tiles_m, _TILE_SAMPLES)).round().astype(np.int64))
+    counts, rows = [], []
+    for tile in picks.tolist():
+        m = np.arange(tile * tm, min((tile + 1) * tm, M))
+        n, pq = np.divmod(m, P * Q)
+        p, q = np.divmod(pq, Q)
+        y = p[:, None, None] * sh - ph + np.arange(layer.r)[None, :, None] * dh
+        x = q[:, None, None] * sw - pw + np.arange(layer.s)[None, None, :] * dw
+        y, x = np.broadcast_arrays(y, x)
+        ok = (y >= 0) & (y < H) & (x >= 0) & (x < W)
+        nn = np.broadcast_to(n[:, None, None], ok.shape)
+        counts.append(len(np.unique((nn[ok] * H + y[ok]) * W + x[ok])))
+        rows.append(len(m))
+    # the sampled tiles stand for the grid's: a partial last one for itself, the full ones for all full
+    partial = rows[-1] < tm
+    full = len(rows) - partial
+    rep = np.array([1.0 if r < tm else (tiles_m - partial) / full for r in rows])
+    total = float(np.dot(rep, counts))
+    share = rep * np.array(rows, np.float64) / M        # GEMM rows in tiles like each sample
+    values, where = np.unique(np.array(counts, np.float64), return_inverse=True)
+    classes = tuple(zip(values.tolist(), np.bincount(where, weights=share).tolist()))
+    pixels = uniq_input(layer.n, 1, H, W, P, Q, layer.r, layer.s, sh, sw, ph, pw, dh, dw, sec, True, sec)
+    return max(pixels, total), total / tiles_m, classes
 
 
 # The cross-group reuse window against the L1: the re-reads start to miss above THRASH_LO and all miss above
@@ -118,7 +143,8 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     """(fraction of the re-reads by a CTA's next group that miss L1, re-reads inside a group that miss per
     pixel and group). A pixel is read by its taps in filter-position order; between two reads, d filter
     positions apart, by outputs dm GEMM rows apart, each co-resident CTA (cps, or fewer when the grid is
-    smaller than a wave) reads about d tile_m - dm rows, at most its tile's pixels (`_tile_pixels`), into
+    smaller than a wave) reads about d tile_m - dm rows, at most its tile's pixels (`_tile_pixels`, per
+    class of tiles, weighted by their rows), into
     the L1 sets that lines a pixel pitch apart reach: x = CTAs x lines / (ways x those sets), and the miss
     probability rises linearly from THRASH_LO to THRASH_HI; from a group's last tap to the next group's
     first tap, d = R S - (last - first)."""
@@ -131,7 +157,7 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     # into another set when the pixels reach only some of the sets; pixels narrower than a line share it
     per_pixel = 1.0 + (kernel.tile_k - 1) * kernel.elem_bytes / gpu.line_bytes if reach == sets else 1.0
     per_pixel = min(per_pixel, layer.c * kernel.elem_bytes / gpu.line_bytes)   # narrow pixels share lines
-    tile_px = _tile_pixels(layer, kernel, gpu.sector_bytes)[1]
+    classes = _tile_pixels(layer, kernel, gpu.sector_bytes)[2]
     scale = resident * per_pixel / (ways * reach)
     tm = min(kernel.tile_m, layer.gemm_m)
     rs = layer.r * layer.s
@@ -141,12 +167,41 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     for htaps, nh in _axis_taps(layer.p, layer.h, sh, ph, dh, layer.r).items():
         for wtaps, nw in _axis_taps(layer.q, layer.w, sw, pw, dw, layer.s).items():
             reads = sorted((r * layer.s + s, dp * layer.q + dq) for r, dp in htaps for s, dq in wtaps)
-            for (t0, m0), (t1, m1) in zip(reads, reads[1:]):
-                intra += nh * nw * _thrash(scale * min(tile_px, ((t1 - t0) * tm + (m1 - m0)) * valid))
-            (t0, m0), (t1, m1) = reads[-1], reads[0]
-            cross += nh * nw * _thrash(scale * min(tile_px, ((rs - t0 + t1) * tm + (m1 - m0)) * valid))
+            for tile_px, share in classes:
+                for (t0, m0), (t1, m1) in zip(reads, reads[1:]):
+                    intra += share * nh * nw * _thrash(scale * min(tile_px, ((t1 - t0) * tm + (m1 - m0)) * valid))
+                (t0, m0), (t1, m1) = reads[-1], reads[0]
+                cross += share * nh * nw * _thrash(scale * min(tile_px, ((rs - t0 + t1) * tm + (m1 - m0)) * valid))
             total += nh * nw
     return (cross / total, intra / total) if total else (0.0, 0.0)
+
+
+def _b_shared(layer, kernel, gpu, f, machine) -> float:
+    """Fraction of the CTAs whose filter slice an earlier co-resident slot of their SM reads in the same
+    rounds (the dense engine's BREP configurations, `_schedule.sm_config_summary`), times the chance
+    that its lines are still in the L1 one slot later: between the two reads, the earlier slot's other
+    B lines and each slot's A lines of the round, against the ways of the sets they reach (the dense
+    engine's ramp, ``l1_hit_lo`` / ``l1_hit_hi``). ResNeXt-like layers with one CTA column (K <= T_n)
+    share every slice on an SM; the previous wave's slices are not counted."""
+    from ._counts import _ramp
+    from ._schedule import sm_config_summary
+    from .model import _SM_SAMPLES
+    cps, ways, sets = machine
+    tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
+    cfg = sm_config_summary(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, cps, _SM_SAMPLES)
+    weight = cfg[:, 0].sum()
+    if not weight:
+        return 0.0
+    eb, line = kernel.elem_bytes, gpu.line_bytes
+    rows_b = layer.k_per_group if group_mode(layer, kernel) == "multiple" else min(kernel.tile_n, layer.k)
+    lines_b = rows_b * (1.0 + (min(kernel.tile_k, layer.c_per_group) * eb - 1) / line)
+    nsb = nsets((layer.r * layer.s * layer.c_per_group * eb,), sets, line)
+    lines_a = min(kernel.tile_m, layer.gemm_m) * (1.0 + (kernel.tile_k * eb - 1) / line)
+    shared = 0.0
+    for row in cfg:
+        if row[5] > 0.5:                      # BREP, gap_b slots back
+            shared += row[0] * _ramp(row[10] * (lines_b / nsb + lines_a / sets) / ways, f.l1_hit_lo, f.l1_hit_hi)
+    return shared / weight
 
 
 def predict_grouped(layer, gpu, kernel, f, machine, predict_gemm) -> dict:
@@ -160,7 +215,7 @@ def predict_grouped(layer, gpu, kernel, f, machine, predict_gemm) -> dict:
     ctas = cdiv(layer.gemm_m, kernel.tile_m) * cdiv(layer.k, kernel.tile_n)
     # B: one read of each CTA's filter slice from L2, the filter tensor once from DRAM
     slice_b = cdiv(min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb, sec)
-    miss_b = min(float(ex["sec_B"]), float(ctas * slice_b))
+    miss_b = min(float(ex["sec_B"]), float(ctas * slice_b)) * (1.0 - _b_shared(layer, kernel, gpu, f, machine))
     dram_b = min(miss_b, float(cdiv(layer.params * eb, sec)))
     first, again = a_misses(layer, kernel, sec, *reuse_misses(layer, kernel, gpu, machine, ex["valid_mrs"]))
     miss_a = min(float(ex["sec_A"]), first + again)

@@ -1,0 +1,71 @@
+"""Parts of the grouped model (analytic._grouped_model) against slow, obvious references: the distinct
+input pixels of each M tile, and the filter reads that co-resident CTAs of one CTA column share."""
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import analytic
+import simcore
+from analytic._grouped_model import _TILE_SAMPLES, _tile_pixels
+from simcore import metrics as Mx
+from traces import ConvLayer, KernelConfig
+
+
+def _naive_tile_pixels(layer, tile_m):
+    """Distinct in-image input pixels of every M tile, one output and one tap at a time."""
+    out = []
+    M = layer.n * layer.p * layer.q
+    for start in range(0, M, tile_m):
+        seen = set()
+        for m in range(start, min(start + tile_m, M)):
+            n, rest = divmod(m, layer.p * layer.q)
+            p, q = divmod(rest, layer.q)
+            for r in range(layer.r):
+                for s in range(layer.s):
+                    y = p * layer.stride[0] - layer.pad[0] + r * layer.dilation[0]
+                    x = q * layer.stride[1] - layer.pad[1] + s * layer.dilation[1]
+                    if 0 <= y < layer.h and 0 <= x < layer.w:
+                        seen.add((n, y, x))
+        out.append(len(seen))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 3), h=st.integers(3, 14), w=st.integers(3, 14), r=st.integers(1, 5), s=st.integers(1, 5),
+       stride=st.integers(1, 3), dil=st.integers(1, 3), pad=st.integers(0, 3), tile_m=st.sampled_from([32, 64, 128]))
+def test_tile_pixels_count_each_tiles_distinct_pixels(n, h, w, r, s, stride, dil, pad, tile_m):
+    if (h + 2 * pad - (r - 1) * dil - 1) < 0 or (w + 2 * pad - (s - 1) * dil - 1) < 0:
+        return
+    layer = ConvLayer(n, 8, h, w, 8, r, s, stride=stride, pad=pad, dilation=dil, groups=8, name="g")
+    kernel = KernelConfig(tile_m=tile_m, tile_n=32, tile_k=8)
+    naive = _naive_tile_pixels(layer, min(tile_m, layer.gemm_m))
+    total, mean, classes = _tile_pixels(layer, kernel, 32)
+    if len(naive) <= _TILE_SAMPLES:                  # every tile sampled: exact
+        assert total >= sum(naive) - 1e-9
+        assert abs(mean * len(naive) - sum(naive)) < 1e-6
+        rows = [min(tile_m, layer.gemm_m - i * tile_m) for i in range(len(naive))]
+        want = {}
+        for count, row in zip(naive, rows):
+            want[float(count)] = want.get(float(count), 0.0) + row / layer.gemm_m
+        assert dict(classes).keys() == want.keys()
+        for px, share in classes:
+            assert abs(share - want[px]) < 1e-9
+    assert abs(sum(share for _px, share in classes) - 1.0) < 1e-9
+
+
+def test_co_resident_ctas_of_one_column_share_their_filter_reads():
+    # ResNeXt-like: K = 32 <= tile_n, so every CTA reads the same filter slice; with several CTAs on an SM
+    # the later ones find it in the L1 (the simulated case behind this: B L2 reads +616 % when ignored)
+    layer = ConvLayer(8, 384, 36, 36, 32, 3, 3, pad=1, groups=2, name="rx")
+    gpu = simcore.gpu("h100")
+    many = KernelConfig(tile_m=32, tile_n=256, tile_k=16, threads=64, dtype="fp16", vector=8)
+    one = dataclasses.replace(many, ctas_per_sm=1)
+    counts = analytic.l1_counts_for(layer, many)
+    shared = analytic.predict_layer(layer, gpu, many)[f"{Mx.L2_RD_SECTORS}:B"]
+    alone = analytic.predict_layer(layer, gpu, one)[f"{Mx.L2_RD_SECTORS}:B"]
+    filter_sectors = -(-layer.params * 2 // 32)
+    assert alone == min(counts["sec_B"], -(-layer.gemm_m // 32) * filter_sectors)
+    assert filter_sectors <= shared < 0.5 * alone
