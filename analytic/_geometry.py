@@ -159,6 +159,18 @@ def _dgrad_unit(layer, kernel):
                     reuse_b1, float(layer.flops))
 
 
+def _tap_sectors(K, C, R, S, eb, rows, cols):
+    """Distinct sectors of w (K filters of R S C elements, contiguous) that the filter positions
+    ``rows`` x ``cols`` cover, all filters together (positions narrower than a sector: each covers at
+    most two)."""
+    offsets = np.array([(r * S + s) * C * eb for r in rows for s in cols], np.int64)
+    starts = (np.arange(K, dtype=np.int64)[:, None] * (R * S * C * eb) + offsets[None, :]).ravel()
+    first, last = starts // SEC, (starts + C * eb - 1) // SEC
+    if C * eb > SEC:
+        return float(sum(len(range(a, b + 1)) for a, b in zip(first.tolist(), last.tolist())))
+    return float(len(np.unique(np.concatenate([first, last]))))
+
+
 def _starting_coord(stride, pad, start):
     """DESIGN 3a `strided_dgrad_starting_coords` along one axis."""
     return abs(stride - (pad % stride - start)) % stride
@@ -226,8 +238,15 @@ def dgrad_subproblems(layer, kernel) -> tuple:
         ncls = _tile_classes(tiles_n, (rows * lines_tn, slice_rows * lines_tn),
                              (rows * lines_last, slice_rows * lines_last) if lines_last is not None else None)
         flops = 2.0 * N * pp * qq * C * K * nr * ns
+        # the sub-problem's taps are sw positions apart: with sw C e < 32 the next k-step re-reads part of
+        # the sectors one round later (as `_dgrad_unit`'s with C e < 32), against the sectors its taps
+        # cover (shared with other sub-problems' taps when C e < 32)
+        reuse_b1 = 0.0
+        if sw * C * eb < SEC and ex["sec_B"]:
+            sub_b = _tap_sectors(K, C, R, S, eb, range(start_r, R, sh), range(start_s, S, sw))
+            reuse_b1 = max(0.0, 1.0 - (sub_b / tiles_n) / (ex["sec_B"] / (_cdiv(N * pp * qq, tm) * tiles_n)))
         geo = Geometry("dgrad", win, C, nr * ns * _cdiv(K, tk), ex, rows, row_b, sw * C * eb, lpr_b, ncls,
-                       uniq_b * nr * ns / (R * S), 0.0, 0.0, flops)
+                       uniq_b * nr * ns / (R * S), 0.0, reuse_b1, flops)
         out.append((geo, share))
     return tuple(out)
 
