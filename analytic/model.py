@@ -283,7 +283,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     else:
         nsa = sets
     row_b = geo.row_b
-    nsb = _nsets((row_b,), sets, LINE)
+    # a B row's block that spans (or straddles into) more than one line also reaches the sets after its
+    # first line's: ceil(lines per row) of them from each set the row pitch reaches
+    nsb = min(sets, _nsets((row_b,), sets, LINE) * math.ceil(geo.lpr_b))
     nmax = max(nsa, nsb)
 
     hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines = _a_window(
