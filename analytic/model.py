@@ -240,7 +240,14 @@ def _a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     # its rows' elements, and the sectors that run shares with the next tile's (another CTA) are read by
     # both, with no other tap to re-read them inside the CTA: the sectors of the runs, not the layer's
     # dense count (seed 1 #255, 1x1: A L1 misses -38 % with the dense count)
-    run_sectors = _nchw_run_sectors(win, tm, eb, SEC) if not nhwc and R * S == 1 and dense else None
+    run_sectors = _nchw_run_sectors(win, tm, eb, SEC) if not nhwc and dense and R * S == 1 else None
+    if not nhwc and dense and R * S > 1:
+        # several taps: the run's end sectors count once per filter row (a row's taps shift the run by
+        # less than a sector and re-read each other's), on top of the dense count
+        one = win._replace(r=1, s=1)
+        rows_one = float(N * P * Q) * (rows_total / max(1.0, float(hist.shape[0]) * N * P * Q))
+        run_sectors = rows_total * (C * sw * eb / SEC) + R * max(0.0, _nchw_run_sectors(one, tm, eb, SEC)
+                                                             - rows_one * C * sw * eb / SEC)
     return hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors
 
 
@@ -253,21 +260,20 @@ def _nchw_run_sectors(win, tm, eb, SEC) -> float:
     step = math.gcd(H * W * eb, SEC)               # plane starts: multiples of step modulo the sector
     aligns = np.arange(0, SEC, step)[:, None]
     picks = np.unique(np.linspace(0, tiles_m - 1, min(tiles_m, _RUN_SAMPLES)).round().astype(np.int64))
-    per_tile = []
-    for tile in picks.tolist():
-        m = np.arange(tile * tm, min((tile + 1) * tm, M))
-        n, pq = np.divmod(m, P * Q)
-        p, q = np.divmod(pq, Q)
-        y, x = p * win.sh - win.ph, q * win.sw - win.pw
-        ok = (y >= 0) & (y < H) & (x >= 0) & (x < W)
-        key = n[ok] * (H * W) + y[ok] * W + x[ok]           # one run per image of the tile
-        img = n[ok]
-        sec = (aligns + (key - img * H * W)[None, :] * eb) // SEC
-        count = 0.0
-        for i in np.unique(img).tolist():
-            cols = sec[:, img == i]
-            count += np.mean([len(np.unique(row)) for row in cols])
-        per_tile.append(count)
+    # every sampled tile at once (rows past M and padded taps masked out): elements ascend within each
+    # image's run, so a new sector starts wherever the run steps to the next sector or to the next image
+    m = picks[:, None] * tm + np.arange(tm)[None, :]
+    n, pq = np.divmod(m, P * Q)
+    p, q = np.divmod(pq, Q)
+    y, x = p * win.sh - win.ph, q * win.sw - win.pw
+    ok = (m < M) & (y >= 0) & (y < H) & (x >= 0) & (x < W)
+    sec = (aligns[:, :, None] + ((y * W + x) * eb)[None, :, :]) // SEC          # (aligns, tiles, rows)
+    key = np.where(ok[None], sec + (n * (H * W * eb // SEC + 2))[None], -1)     # images far apart
+    # a masked row repeats the last valid one before it (a leading one stays -1 and is not counted)
+    last_ok = np.maximum.accumulate(np.where(ok, np.arange(tm)[None, :], 0), axis=1)
+    filled = np.take_along_axis(key, np.broadcast_to(last_ok[None], key.shape), axis=2)
+    counts = (np.diff(filled, axis=2) != 0).sum(axis=2) + 1 - (~ok[:, 0])[None, :]
+    per_tile = counts.mean(axis=0).tolist()
     full = [c for c, t in zip(per_tile, picks.tolist()) if (t + 1) * tm <= M]
     last = per_tile[-1] if picks[-1] == tiles_m - 1 and tiles_m * tm > M else None
     total = (np.mean(full) if full else 0.0) * (tiles_m - (last is not None)) + (last or 0.0)
