@@ -139,13 +139,37 @@ def _thrash(x) -> float:
     return min(1.0, max(0.0, (x - THRASH_LO) / (THRASH_HI - THRASH_LO)))
 
 
+@functools.lru_cache(maxsize=1024)
+def _window_lines(layer, kernel, line) -> tuple:
+    """((lines a pixel's channel window covers, share of the channel blocks), ...): every group's
+    channel blocks [g C_g + c0, + T_k) (clipped to C) at every alignment of a pixel to the line (pixels
+    C e bytes apart), the lines of each block averaged over the alignments; pixels narrower than a line
+    share it (at most C e / line lines a pixel). Where a block sits in the pixel decides whether it
+    straddles a line: mobilenet_v2's depthwise 144-channel fp32 pixels (4.5 lines) straddle for 14 of
+    every 32 groups, every other pixel, and those groups' windows are 1.5 lines a pixel, not 1.22."""
+    eb, tk = kernel.elem_bytes, kernel.tile_k
+    cg, groups = layer.c_per_group, layer.groups
+    starts = (np.arange(groups)[:, None] * cg + np.arange(0, cg, tk)[None, :]).ravel()
+    widths = np.minimum(tk, layer.c - starts)
+    pitch = layer.c * eb
+    period = line // math.gcd(pitch, line)
+    aligns = (np.arange(period) * pitch) % line
+    first = (aligns[None, :] + (starts * eb)[:, None]) % line
+    lines = ((first + (widths * eb)[:, None] - 1) // line + 1).mean(axis=1)
+    lines = np.minimum(lines, max(pitch / line, 1e-9))
+    values, counts = np.unique(np.round(lines, 6), return_counts=True)
+    return tuple(zip(values.tolist(), (counts / counts.sum()).tolist()))
+
+
 def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     """(fraction of the re-reads by a CTA's next group that miss L1, re-reads inside a group that miss per
     pixel and group). A pixel is read by its taps in filter-position order; between two reads, d filter
     positions apart, by outputs dm GEMM rows apart, each co-resident CTA (cps, or fewer when the grid is
     smaller than a wave) reads about d tile_m - dm rows, at most its tile's pixels (`_tile_pixels`, per
     class of tiles, weighted by their rows), into
-    the L1 sets that lines a pixel pitch apart reach: x = CTAs x lines / (ways x those sets), and the miss
+    the L1 sets that lines a pixel pitch apart reach, with the filter lines of the rounds between
+    (`_b_lines_round`): x = CTAs x lines / (ways x those sets), per class of channel-block windows
+    (`_window_lines`), and the miss
     probability rises linearly from THRASH_LO to THRASH_HI; from a group's last tap to the next group's
     first tap, d = R S - (last - first)."""
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
@@ -153,12 +177,13 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     ctas = cdiv(layer.gemm_m, kernel.tile_m) * cdiv(layer.k, kernel.tile_n)
     resident = max(1.0, min(float(cps), ctas / gpu.sms))      # per busy SM
     reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)
-    # lines of a pixel's channel window (tile_k elements) in those sets: it straddles a line boundary
-    # into another set when the pixels reach only some of the sets; pixels narrower than a line share it
-    per_pixel = 1.0 + (kernel.tile_k - 1) * kernel.elem_bytes / gpu.line_bytes if reach == sets else 1.0
-    per_pixel = min(per_pixel, layer.c * kernel.elem_bytes / gpu.line_bytes)   # narrow pixels share lines
+    # lines of a pixel's channel window in those sets, per class of channel blocks (`_window_lines`); a
+    # window that straddles into a set the pixels do not reach is not counted there
+    windows = _window_lines(layer, kernel, gpu.line_bytes) if reach == sets else ((1.0, 1.0),)
     classes = _tile_pixels(layer, kernel, gpu.sector_bytes)[2]
-    scale = resident * per_pixel / (ways * reach)
+    # the filter lines each round adds to the window (kSingleGroup: T_n filters a round; kMultipleGroup:
+    # the K_g of the round's group), spread over the sets, those in the pixels' sets counted
+    b_scale = resident * _b_lines_round(layer, kernel, gpu.line_bytes) / (ways * sets)
     tm = min(kernel.tile_m, layer.gemm_m)
     rs = layer.r * layer.s
     cross = intra = total = 0.0
@@ -167,13 +192,25 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     for htaps, nh in _axis_taps(layer.p, layer.h, sh, ph, dh, layer.r).items():
         for wtaps, nw in _axis_taps(layer.q, layer.w, sw, pw, dw, layer.s).items():
             reads = sorted((r * layer.s + s, dp * layer.q + dq) for r, dp in htaps for s, dq in wtaps)
-            for tile_px, share in classes:
-                for (t0, m0), (t1, m1) in zip(reads, reads[1:]):
-                    intra += share * nh * nw * _thrash(scale * min(tile_px, ((t1 - t0) * tm + (m1 - m0)) * valid))
-                (t0, m0), (t1, m1) = reads[-1], reads[0]
-                cross += share * nh * nw * _thrash(scale * min(tile_px, ((rs - t0 + t1) * tm + (m1 - m0)) * valid))
+            for lines, lshare in windows:
+                scale = resident * lines / (ways * reach)
+                for tile_px, share in classes:
+                    wt = lshare * share * nh * nw
+                    for (t0, m0), (t1, m1) in zip(reads, reads[1:]):
+                        intra += wt * _thrash(scale * min(tile_px, ((t1 - t0) * tm + (m1 - m0)) * valid)
+                                              + b_scale * (t1 - t0))
+                    (t0, m0), (t1, m1) = reads[-1], reads[0]
+                    cross += wt * _thrash(scale * min(tile_px, ((rs - t0 + t1) * tm + (m1 - m0)) * valid)
+                                          + b_scale * (rs - t0 + t1))
             total += nh * nw
     return (cross / total, intra / total) if total else (0.0, 0.0)
+
+
+def _b_lines_round(layer, kernel, line) -> float:
+    """Filter lines a CTA reads in one round: its group's rows (kMultipleGroup: K_g; kSingleGroup: its
+    T_n filters), T_k channels of each, straddling into the next line by (T_k e - 1) / 128 on average."""
+    rows = layer.k_per_group if group_mode(layer, kernel) == "multiple" else min(kernel.tile_n, layer.k)
+    return rows * (1.0 + (min(kernel.tile_k, layer.c_per_group) * kernel.elem_bytes - 1) / line)
 
 
 def _b_shared(layer, kernel, gpu, f, machine) -> float:
@@ -193,8 +230,7 @@ def _b_shared(layer, kernel, gpu, f, machine) -> float:
     if not weight:
         return 0.0
     eb, line = kernel.elem_bytes, gpu.line_bytes
-    rows_b = layer.k_per_group if group_mode(layer, kernel) == "multiple" else min(kernel.tile_n, layer.k)
-    lines_b = rows_b * (1.0 + (min(kernel.tile_k, layer.c_per_group) * eb - 1) / line)
+    lines_b = _b_lines_round(layer, kernel, line)
     nsb = nsets((layer.r * layer.s * layer.c_per_group * eb,), sets, line)
     lines_a = min(kernel.tile_m, layer.gemm_m) * (1.0 + (kernel.tile_k * eb - 1) / line)
     shared = 0.0

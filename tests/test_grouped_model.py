@@ -69,3 +69,28 @@ def test_co_resident_ctas_of_one_column_share_their_filter_reads():
     filter_sectors = -(-layer.params * 2 // 32)
     assert alone == min(counts["sec_B"], -(-layer.gemm_m // 32) * filter_sectors)
     assert filter_sectors <= shared < 0.5 * alone
+
+
+@settings(max_examples=40, deadline=None)
+@given(groups=st.sampled_from([1, 2, 3, 4, 8]), cg=st.integers(1, 40), tk=st.sampled_from([8, 16, 32]),
+       eb=st.sampled_from([2, 4]))
+def test_window_lines_average_each_blocks_lines_over_pixels(groups, cg, tk, eb):
+    from analytic._grouped_model import _window_lines
+    C = groups * cg
+    layer = ConvLayer(1, C, 4, 4, C, 3, 3, pad=1, groups=groups, name="w")
+    kernel = KernelConfig(tile_m=32, tile_n=32, tile_k=tk, dtype="fp16" if eb == 2 else "fp32")
+    assert kernel.elem_bytes == eb
+    pitch = C * eb
+    pixels = 128 // __import__("math").gcd(pitch, 128)       # one period of pixel alignments
+    want = []
+    for g in range(groups):
+        for c0 in range(0, cg, tk):
+            start = g * cg + c0
+            width = min(tk, C - start)
+            per = [len({byte // 128 for byte in range(i * pitch + start * eb, i * pitch + (start + width) * eb)})
+                   for i in range(pixels)]
+            want.append(min(sum(per) / pixels, pitch / 128))
+    got = _window_lines(layer, kernel, 128)
+    assert abs(sum(share for _l, share in got) - 1.0) < 1e-9
+    assert abs(sum(lines * share for lines, share in got) - sum(want) / len(want)) < 1e-6
+    assert {round(x, 6) for x in want} == {lines for lines, _s in got}
