@@ -51,7 +51,7 @@ def _sectors_per_pixel(lo, hi, pitch, eb, sec):
 
 
 def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
-    """A's L1 misses (first reads by each CTA, re-reads): per CTA, the distinct sectors it reads (its tile's pixels, `_tile_pixels`, x the
+    """A's L1 misses (first reads by each CTA, re-reads, the re-reads by later groups among them): per CTA, the distinct sectors it reads (its tile's pixels, `_tile_pixels`, x the
     channel range of its groups, blocks past a group's end included), plus the fraction ``cross_miss`` of
     the re-reads by its later groups (each group's k-steps read their own channel blocks' sectors of the
     same pixels) and the fraction ``intra_miss`` of a group's re-reads of a pixel at its later taps
@@ -69,7 +69,8 @@ def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
         per_pixel += _sectors_per_pixel(first * cg, hi, layer.c * eb, eb, sec)
     per_group = sum(mult * _sectors_per_pixel(start, start + width, layer.c * eb, eb, sec)
                     for start, width, mult in grouped_a_blocks(layer, kernel, gpc).tolist())
-    return pixels * per_pixel, pixels * (cross_miss * max(0.0, per_group - per_pixel) + intra_miss * per_group)
+    cross = pixels * cross_miss * max(0.0, per_group - per_pixel)
+    return pixels * per_pixel, cross + pixels * intra_miss * per_group, cross
 
 
 # tiles whose distinct input pixels `_tile_pixels` counts one by one (evenly spaced over the grid's
@@ -206,6 +207,31 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     return (cross / total, intra / total) if total else (0.0, 0.0)
 
 
+def _cross_l2_miss(layer, kernel, gpu, f, machine) -> float:
+    """Chance that a re-read by a CTA's next group, having missed the L1, misses the L2 too. Between the
+    two reads the busy CTAs (CTAs per SM x SMs, or the grid) each read their tile's pixels once more, one
+    group's window of lines each (`_window_lines`); consecutive CTAs share pixels (a dilated filter's tiles
+    read nearly the whole image), so the lines are the distinct pixels of the busy tiles -- at most their
+    share of the layer's distinct pixels plus a tile's halo -- against the L2's capacity (the dense
+    engine's cliff, `_l2`)."""
+    from ._l2 import cliff_params, l2_miss_prob
+    cps = machine[0]
+    tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
+    ctas = tiles_m * cdiv(layer.k, kernel.tile_n)
+    busy = min(float(ctas), float(cps * gpu.sms))
+    total_px, tile_px, _ = _tile_pixels(layer, kernel, gpu.sector_bytes)
+    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
+    pixels = uniq_input(layer.n, 1, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
+                        gpu.sector_bytes, True, gpu.sector_bytes)
+    # busy CTAs in block order: consecutive tiles of a column, then the next column's (other channels)
+    columns = busy / tiles_m
+    per_column = min(busy, float(tiles_m))
+    distinct = min(per_column * tile_px, pixels * per_column / tiles_m + tile_px) * max(1.0, columns)
+    lines = distinct * sum(l * w for l, w in _window_lines(layer, kernel, gpu.line_bytes))
+    cap = gpu.l2_bytes / gpu.line_bytes * f.l2_capacity
+    return l2_miss_prob(lines / cap, float(gpu.l2_ways), cliff_params(gpu, f))
+
+
 def _b_lines_round(layer, kernel, line) -> float:
     """Filter lines a CTA reads in one round: its group's rows (kMultipleGroup: K_g; kSingleGroup: its
     T_n filters), T_k channels of each, straddling into the next line by (T_k e - 1) / 128 on average."""
@@ -253,12 +279,12 @@ def predict_grouped(layer, gpu, kernel, f, machine, predict_gemm) -> dict:
     slice_b = cdiv(min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb, sec)
     miss_b = min(float(ex["sec_B"]), float(ctas * slice_b)) * (1.0 - _b_shared(layer, kernel, gpu, f, machine))
     dram_b = min(miss_b, float(cdiv(layer.params * eb, sec)))
-    first, again = a_misses(layer, kernel, sec, *reuse_misses(layer, kernel, gpu, machine, ex["valid_mrs"]))
+    first, again, cross = a_misses(layer, kernel, sec, *reuse_misses(layer, kernel, gpu, machine, ex["valid_mrs"]))
     miss_a = min(float(ex["sec_A"]), first + again)
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     uniq_x = uniq_input(layer.n, layer.c, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw,
                         dh, dw, eb, True, sec)
-    dram_a = min(miss_a, uniq_x)
+    dram_a = min(miss_a, uniq_x + cross * _cross_l2_miss(layer, kernel, gpu, f, machine))
     per_op = {
         "A": (ex["req_A"], ex["sec_A"], miss_a, dram_a),
         "B": (ex["req_B"], ex["sec_B"], miss_b, dram_b),

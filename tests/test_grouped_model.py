@@ -94,3 +94,17 @@ def test_window_lines_average_each_blocks_lines_over_pixels(groups, cg, tk, eb):
     assert abs(sum(share for _l, share in got) - 1.0) < 1e-9
     assert abs(sum(lines * share for lines, share in got) - sum(want) / len(want)) < 1e-6
     assert {round(x, 6) for x in want} == {lines for lines, _s in got}
+
+
+def test_cross_group_rereads_miss_the_l2_only_when_the_busy_tiles_exceed_it():
+    from analytic._grouped_model import _cross_l2_miss
+    from analytic.factors import resolve_factors
+    from analytic.model import _machine
+    layer = ConvLayer(17, 192, 25, 25, 192, 1, 7, pad=(0, 3), groups=192, name="dw")   # seed 1 #86's layer
+    kernel = KernelConfig(tile_m=128, tile_n=128, tile_k=8, threads=64, dtype="fp16")
+    f = resolve_factors(None)
+    small = simcore.replace_gpu(simcore.gpu("p100"), l2_bytes=1 << 20)
+    big = simcore.replace_gpu(simcore.gpu("p100"), l2_bytes=64 << 20)
+    # the busy tiles' distinct pixels: every image once (17 x 625 pixels, about a line each) > 8192 lines
+    assert _cross_l2_miss(layer, kernel, small, f, _machine(small, kernel)) > 0.9
+    assert _cross_l2_miss(layer, kernel, big, f, _machine(big, kernel)) < 0.01
