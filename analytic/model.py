@@ -14,14 +14,15 @@ from traces.stream import check_types
 from traces.kernel import KernelConfig
 
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, dirty_at_end, layer_time, machine_of as _machine
-from ._common import nsets as _nsets, uniq_inputs as _uniq_inputs
-from ._counts import block_sharing, l1_counts, lines_per_row, nchw_lines_per_row
+from ._common import nsets as _nsets
+from ._counts import l1_counts
 from ._geometry import dgrad_subproblems, geometry, geometry_check
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses, swept_rereads
 from ._memo import memo
-from ._reuse import l1_configs, reuse_histogram, window_span
+from ._reuse import l1_configs
 from ._schedule import sm_config_summary, wave_stats
 from ._tiers import tiered
+from ._window import a_window
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
@@ -32,9 +33,6 @@ __all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
 # schedule statistics: at most this many (wave, SM) pairs / waves are enumerated (analytic._schedule),
 # so the cost of a prediction does not grow with the batch size
 _SM_SAMPLES = 128
-# M tiles whose nchw runs `_nchw_run_sectors` counts one by one
-_RUN_SAMPLES = 16
-_ONE_SPAN = np.ones(1, np.float64)      # cross-wave reuses judged at one window per slot
 _WAVE_SAMPLES = 48
 
 
@@ -186,104 +184,10 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
                          cliff_params(gpu, f), uniq_dy)
 
 
-@memo()
-def _a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
-    """The figures of A's window that depend on neither the GPU's L1 nor its L2 (memoized, read-only):
-    (reuse histogram, valid rows per filter position and in all, the cross-wave window spans, lines per
-    row access of a k-step and of a window over all filter positions, distinct lines per missed row over
-    a CTA lifetime, sectors the next channel block re-reads, A's distinct sectors and lines)."""
-    N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
-    sh, sw, ph, pw, dh, dw = win.sh, win.sw, win.ph, win.pw, win.dh, win.dw
-    P, Q = win.p, win.q
-    tiles_m = _cdiv(N * P * Q, tm)
-    unit = C * eb if nhwc else eb                  # bytes per input column w
-    dense = unit < SEC
-    hist = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
-                           unit < SEC, tile_edge, win.reverse)
-    rows_t = hist.sum(axis=1)                  # valid rows (all tiles) per filter position
-    rows_total = float(rows_t.sum())
-    # the A lines between a previous occupant's round t and this CTA's, in windows: its first touches
-    # up to t and, sweeping back, from t on (one sweep over the positions: nhwc with one channel block)
-    span = _ONE_SPAN
-    if nhwc and _cdiv(C, tk) == 1 and R * S > 1:
-        back = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
-                               unit < SEC, tile_edge, not win.reverse)
-        span = window_span(hist, back)
-    # lines a k-step reads per row access (rows at their byte stride, blocks and filter positions at
-    # their offsets; unaligned blocks straddle lines, narrow rows share them)
-    if nhwc:
-        lpr_a = lines_per_row(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb), LINE)
-        # the same for a window over all filter positions, which reads every column when the taps
-        # cover the stride (rows one pixel apart)
-        lpw_a = lpr_a if S * dw < sw else lines_per_row(C, tk, eb, C * eb, C * eb, LINE)
-    else:
-        lpr_a = nchw_lines_per_row(tm, tk, C, R, S, Q, sw, dw, eb, LINE)
-        lpw_a = lpr_a
-    # sectors the next channel block re-reads (nhwc A: R S rounds later, the same filter position)
-    share_blk = block_sharing(C, tk, eb, sw * C * eb) if nhwc else 0.0
-    # distinct lines per missed row over a CTA lifetime
-    if not nhwc:
-        lpm_a = C * sw * eb / LINE        # a row access reads one element of each of C planes
-    elif S * dw >= sw:
-        lpm_a = unit / LINE                  # a lifetime reads every column of its window
-        if dense:
-            # rows narrower than a sector: the histogram counts a shift by a fraction of the stride as a
-            # reuse (`reuse_histogram`'s frac_w), so a first touch stands for every input column one
-            # stride period holds (alexnet conv1 fprop: B L1 misses -73 % with one column a touch)
-            cols = len({(s * dw) % sw for s in range(S)})
-            lpm_a *= cols
-            lpw_a *= cols
-    else:
-        lpm_a = unit / LINE if unit >= LINE else min(1.0, sw * unit / LINE)
-    uniq_a, uniq_a_lines = _uniq_inputs(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, (SEC, LINE))
-    # nchw, one filter position, elements narrower than a sector: a tile reads, in each plane, one run of
-    # its rows' elements, and the sectors that run shares with the next tile's (another CTA) are read by
-    # both, with no other tap to re-read them inside the CTA: the sectors of the runs, not the layer's
-    # dense count (seed 1 #255, 1x1: A L1 misses -38 % with the dense count)
-    run_sectors = _nchw_run_sectors(win, tm, eb, SEC) if not nhwc and dense and R * S == 1 else None
-    if not nhwc and dense and R * S > 1:
-        # several taps: the run's end sectors count once per filter row (a row's taps shift the run by
-        # less than a sector and re-read each other's), on top of the dense count
-        one = win._replace(r=1, s=1)
-        rows_one = float(N * P * Q) * (rows_total / max(1.0, float(hist.shape[0]) * N * P * Q))
-        run_sectors = rows_total * (C * sw * eb / SEC) + R * max(0.0, _nchw_run_sectors(one, tm, eb, SEC)
-                                                             - rows_one * C * sw * eb / SEC)
-    return hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors
-
-
-def _nchw_run_sectors(win, tm, eb, SEC) -> float:
-    """Sectors the runs of every M tile's rows cover in all C planes (nchw, one filter position),
-    counted on up to `_RUN_SAMPLES` tiles spaced along M, over every alignment of a plane to the sector."""
-    N, C, H, W, P, Q = win.n, win.c, win.h, win.w, win.p, win.q
-    M = N * P * Q
-    tiles_m = _cdiv(M, tm)
-    step = math.gcd(H * W * eb, SEC)               # plane starts: multiples of step modulo the sector
-    aligns = np.arange(0, SEC, step)[:, None]
-    picks = np.unique(np.linspace(0, tiles_m - 1, min(tiles_m, _RUN_SAMPLES)).round().astype(np.int64))
-    # every sampled tile at once (rows past M and padded taps masked out): elements ascend within each
-    # image's run, so a new sector starts wherever the run steps to the next sector or to the next image
-    m = picks[:, None] * tm + np.arange(tm)[None, :]
-    n, pq = np.divmod(m, P * Q)
-    p, q = np.divmod(pq, Q)
-    y, x = p * win.sh - win.ph, q * win.sw - win.pw
-    ok = (m < M) & (y >= 0) & (y < H) & (x >= 0) & (x < W)
-    sec = (aligns[:, :, None] + ((y * W + x) * eb)[None, :, :]) // SEC          # (aligns, tiles, rows)
-    key = np.where(ok[None], sec + (n * (H * W * eb // SEC + 2))[None], -1)     # images far apart
-    # a masked row repeats the last valid one before it (a leading one stays -1 and is not counted)
-    last_ok = np.maximum.accumulate(np.where(ok, np.arange(tm)[None, :], 0), axis=1)
-    filled = np.take_along_axis(key, np.broadcast_to(last_ok[None], key.shape), axis=2)
-    counts = (np.diff(filled, axis=2) != 0).sum(axis=2) + 1 - (~ok[:, 0])[None, :]
-    per_tile = counts.mean(axis=0).tolist()
-    full = [c for c, t in zip(per_tile, picks.tolist()) if (t + 1) * tm <= M]
-    last = per_tile[-1] if picks[-1] == tiles_m - 1 and tiles_m * tm > M else None
-    total = (np.mean(full) if full else 0.0) * (tiles_m - (last is not None)) + (last or 0.0)
-    return float(total * C)
-
-
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     win = geo.win
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
-    sh, sw, ph, pw, dh, dw = win.sh, win.sw, win.ph, win.pw, win.dh, win.dw
+    sh, sw, dh, dw = win.sh, win.sw, win.dh, win.dw
     P, Q = win.p, win.q
     K = geo.gemm_n
     M = N * P * Q
@@ -332,7 +236,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     nmax = max(nsa, nsb)
 
     hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors = \
-        _a_window(win, tm, tk, eb, nhwc, SEC, LINE, f.l1_tile_edge)
+        a_window(win, tm, tk, eb, nhwc, SEC, LINE, f.l1_tile_edge)
     lo, hi = f.l1_hit_lo, f.l1_hit_hi
     nblk = _cdiv(C, tk) if nhwc else C
     dense = unit < SEC

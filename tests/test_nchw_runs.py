@@ -1,4 +1,4 @@
-"""`analytic.model._nchw_run_sectors` (nchw, one filter position: the sectors each M tile's run of rows
+"""`analytic._window._nchw_run_sectors` (nchw, one filter position: the sectors each M tile's run of rows
 covers in every plane) against a count of every tile, plane and element."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytic._geometry import Window
-from analytic.model import _RUN_SAMPLES, _nchw_run_sectors
+from analytic._window import _RUN_SAMPLES, _nchw_run_sectors
 
 
 def _naive(N, C, H, W, sh, sw, ph, pw, P, Q, tm, eb):
