@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from simcore import metrics as Mx
 
 from ._reuse import row_units, touched_axes
 
-__all__ = ["TIMING_KEYS", "cdiv", "nsets", "uniq_input", "uniq_inputs", "dirty_at_end", "assemble", "layer_time",
-           "machine_of"]
+__all__ = ["TIMING_KEYS", "cdiv", "tile_samples", "nsets", "uniq_input", "uniq_inputs", "dirty_at_end", "assemble",
+           "layer_time", "machine_of"]
 
 TIMING_KEYS = ("flops", "time_s", "bound", "time_compute_s", "time_l1_s", "time_l2_s", "time_dram_s",
                "ai_l1", "ai_l2", "ai_dram", "waves")
@@ -31,6 +33,20 @@ _ASSEMBLED = (_ASSEMBLED_TOTALS,) + tuple(tuple(_ABC_OF[key][i] for key in _ASSE
 
 def cdiv(a, b):
     return -(-a // b)
+
+
+def tile_samples(M: int, tm: int, most: int) -> tuple:
+    """(indices of at most ``most`` of the ceil(M / tm) tiles along M, evenly spaced, the last one
+    included; how many of the grid's tiles each stands for: a partial last tile for itself, each sampled
+    full tile for an equal share of the full ones)."""
+    tiles = cdiv(M, tm)
+    picks = np.unique(np.linspace(0, tiles - 1, min(tiles, most)).round().astype(np.int64))
+    partial = tiles * tm > M
+    full = len(picks) - partial
+    stands = np.full(len(picks), (tiles - partial) / full if full else 0.0)
+    if partial:
+        stands[-1] = 1.0
+    return picks, stands
 
 
 def nsets(strides, sets, line):

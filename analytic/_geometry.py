@@ -119,12 +119,13 @@ def _fprop(layer, kernel):
     ncls = _tile_classes(tiles_n, (tn * lpr_b, tn * b_row_lines),
                          (last_n * lpr_b, last_n * b_row_lines) if last_n != tn else None)
     sec_b = ex["sec_B"]
+    uniq_b = float(_cdiv(K * C * R * S * eb, SEC))
     if C <= tk and nhwc and C * eb < SEC and sec_b:
-        reuse_b1 = max(0.0, 1.0 - _cdiv(K * R * S * C * eb, SEC) * tiles_m / sec_b)
+        reuse_b1 = _reread_next_round(uniq_b, tiles_n, sec_b, tiles_m * tiles_n)
     else:
         reuse_b1 = 0.0
     return Geometry("fprop", win, K, ksteps, ex, float(min(tn, K)), row_b, C * eb, lpr_b, ncls,
-                    float(_cdiv(K * C * R * S * eb, SEC)), share_b_blk, reuse_b1, float(layer.flops))
+                    uniq_b, share_b_blk, reuse_b1, float(layer.flops))
 
 
 def _dgrad_unit(layer, kernel):
@@ -154,21 +155,25 @@ def _dgrad_unit(layer, kernel):
     ctas = tiles_m * tiles_n
     # filter positions (r, s) -> (r, s + 1) of one filter are C e bytes apart: with C e < 32 the next
     # k-step re-reads part of the sectors one round later
-    reuse_b1 = max(0.0, 1.0 - (uniq_b / tiles_n) / (sec_b / ctas)) if C * eb < SEC and sec_b else 0.0
+    reuse_b1 = _reread_next_round(uniq_b, tiles_n, sec_b, ctas) if C * eb < SEC and sec_b else 0.0
     return Geometry("dgrad", win, C, ksteps, ex, rows, row_b, C * eb, lpr_b, ncls, uniq_b, 0.0,
                     reuse_b1, float(layer.flops))
 
 
 def _tap_sectors(K, C, R, S, eb, rows, cols):
     """Distinct sectors of w (K filters of R S C elements, contiguous) that the filter positions
-    ``rows`` x ``cols`` cover, all filters together (positions narrower than a sector: each covers at
-    most two)."""
+    ``rows`` x ``cols`` cover, all filters together; positions at most a sector wide (C e <= 32), so
+    each covers its first and last byte's sectors."""
     offsets = np.array([(r * S + s) * C * eb for r in rows for s in cols], np.int64)
     starts = (np.arange(K, dtype=np.int64)[:, None] * (R * S * C * eb) + offsets[None, :]).ravel()
-    first, last = starts // SEC, (starts + C * eb - 1) // SEC
-    if C * eb > SEC:
-        return float(sum(len(range(a, b + 1)) for a, b in zip(first.tolist(), last.tolist())))
-    return float(len(np.unique(np.concatenate([first, last]))))
+    return float(len(np.unique(np.concatenate([starts // SEC, (starts + C * eb - 1) // SEC]))))
+
+
+def _reread_next_round(distinct, tiles_n, sec_b, ctas) -> float:
+    """``reuse_b1`` (see `Geometry`): the share of B lookups that repeat a sector read one round before,
+    when each CTA reads its column's ``distinct`` sectors (of ``tiles_n`` columns) ``sec_b / ctas`` times
+    over: every lookup past the first of a sector."""
+    return max(0.0, 1.0 - (distinct / tiles_n) / (sec_b / ctas))
 
 
 def _starting_coord(stride, pad, start):
@@ -244,7 +249,7 @@ def dgrad_subproblems(layer, kernel) -> tuple:
         reuse_b1 = 0.0
         if sw * C * eb < SEC and ex["sec_B"]:
             sub_b = _tap_sectors(K, C, R, S, eb, range(start_r, R, sh), range(start_s, S, sw))
-            reuse_b1 = max(0.0, 1.0 - (sub_b / tiles_n) / (ex["sec_B"] / (_cdiv(N * pp * qq, tm) * tiles_n)))
+            reuse_b1 = _reread_next_round(sub_b, tiles_n, ex["sec_B"], _cdiv(N * pp * qq, tm) * tiles_n)
         geo = Geometry("dgrad", win, C, nr * ns * _cdiv(K, tk), ex, rows, row_b, sw * C * eb, lpr_b, ncls,
                        uniq_b * nr * ns / (R * S), 0.0, reuse_b1, flops)
         out.append((geo, share))

@@ -4,8 +4,9 @@ L1 requests and sectors are exact (`analytic._counts_grouped`). A's L1 misses: e
 its pixels in its groups' channel range, plus the re-reads (by later taps of a group, by later groups)
 whose window of other lines does not fit the L1 sets they map to (`reuse_misses`, `a_misses`), judged per
 class of tiles (`_tile_pixels`, exact). B: each CTA's filter slice once from L2, but for the CTAs whose
-slice an earlier co-resident slot of their SM has just read (`_b_shared`). DRAM reads: x's and w's distinct sectors. The write side comes from the
-dense engine on the layer's dense part (`dense_equivalent`), scaled to the exact store sectors.
+slice an earlier co-resident slot of their SM has just read (`_b_shared`). DRAM reads: x's and w's
+distinct sectors, and the next group's re-reads that miss L2 too (`_cross_l2_miss`). The write side comes
+from the dense engine on the layer's dense part (`dense_equivalent`), scaled to the exact store sectors.
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ import numpy as np
 from simcore import metrics as Mx
 from traces.grouped import group_mode, groups_per_cta
 
-from ._common import cdiv, layer_time, nsets, uniq_input
-from ._counts import l1_counts
+from ._common import cdiv, layer_time, nsets, tile_samples, uniq_input
+from ._counts import _ramp, l1_counts
 from ._counts_grouped import grouped_a_blocks
 from ._geometry import _fprop, grid
+from ._memo import memo
+from ._schedule import SM_SAMPLES, sm_config_summary
 
 
 def dense_equivalent(layer, kernel):
@@ -51,9 +54,10 @@ def _sectors_per_pixel(lo, hi, pitch, eb, sec):
 
 
 def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
-    """A's L1 misses (first reads by each CTA, re-reads, the re-reads by later groups among them): per CTA, the distinct sectors it reads (its tile's pixels, `_tile_pixels`, x the
-    channel range of its groups, blocks past a group's end included), plus the fraction ``cross_miss`` of
-    the re-reads by its later groups (each group's k-steps read their own channel blocks' sectors of the
+    """A's L1 misses (first reads by each CTA, re-reads, the re-reads by later groups among them): per
+    CTA, the distinct sectors it reads (its tile's pixels, `_tile_pixels`, x the channel range of its
+    groups, blocks past a group's end included), plus the fraction ``cross_miss`` of the re-reads by its
+    later groups (each group's k-steps read their own channel blocks' sectors of the
     same pixels) and the fraction ``intra_miss`` of a group's re-reads of a pixel at its later taps
     (`reuse_misses`)."""
     tn, tk, eb = kernel.tile_n, kernel.tile_k, kernel.elem_bytes
@@ -78,7 +82,15 @@ def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
 _TILE_SAMPLES = 24
 
 
-@functools.lru_cache(maxsize=1024)
+@memo()
+def _layer_pixels(layer, sec) -> float:
+    """The layer's distinct in-image input pixels (`uniq_input` with one unit a pixel)."""
+    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
+    return uniq_input(layer.n, 1, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
+                      sec, True, sec)
+
+
+@memo()
 def _tile_pixels(layer, kernel, sec):
     """(input pixels all M tiles read, counted once per tile; those of one tile, on average; classes
     (pixels of a tile, share of the GEMM rows in such tiles)): the distinct
@@ -89,7 +101,7 @@ def _tile_pixels(layer, kernel, sec):
     M, tm = layer.gemm_m, min(kernel.tile_m, layer.gemm_m)
     tiles_m = cdiv(M, tm)
     P, Q, H, W = layer.p, layer.q, layer.h, layer.w
-    picks = np.unique(np.linspace(0, tiles_m - 1, min(tiles_m, _TILE_SAMPLES)).round().astype(np.int64))
+    picks, stands = tile_samples(M, tm, _TILE_SAMPLES)
     counts, rows = [], []
     for tile in picks.tolist():
         m = np.arange(tile * tm, min((tile + 1) * tm, M))
@@ -102,16 +114,11 @@ def _tile_pixels(layer, kernel, sec):
         nn = np.broadcast_to(n[:, None, None], ok.shape)
         counts.append(len(np.unique((nn[ok] * H + y[ok]) * W + x[ok])))
         rows.append(len(m))
-    # the sampled tiles stand for the grid's: a partial last one for itself, the full ones for all full
-    partial = rows[-1] < tm
-    full = len(rows) - partial
-    rep = np.array([1.0 if r < tm else (tiles_m - partial) / full for r in rows])
-    total = float(np.dot(rep, counts))
-    share = rep * np.array(rows, np.float64) / M        # GEMM rows in tiles like each sample
+    total = float(np.dot(stands, counts))
+    share = stands * np.array(rows, np.float64) / M     # GEMM rows in tiles like each sample
     values, where = np.unique(np.array(counts, np.float64), return_inverse=True)
     classes = tuple(zip(values.tolist(), np.bincount(where, weights=share).tolist()))
-    pixels = uniq_input(layer.n, 1, H, W, P, Q, layer.r, layer.s, sh, sw, ph, pw, dh, dw, sec, True, sec)
-    return max(pixels, total), total / tiles_m, classes
+    return max(_layer_pixels(layer, sec), total), total / tiles_m, classes
 
 
 # The cross-group reuse window against the L1: the re-reads start to miss above THRASH_LO and all miss above
@@ -140,7 +147,7 @@ def _thrash(x) -> float:
     return min(1.0, max(0.0, (x - THRASH_LO) / (THRASH_HI - THRASH_LO)))
 
 
-@functools.lru_cache(maxsize=1024)
+@memo()
 def _window_lines(layer, kernel, line) -> tuple:
     """((lines a pixel's channel window covers, share of the channel blocks), ...): every group's
     channel blocks [g C_g + c0, + T_k) (clipped to C) at every alignment of a pixel to the line (pixels
@@ -219,10 +226,8 @@ def _cross_l2_miss(layer, kernel, gpu, f, machine) -> float:
     tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
     ctas = tiles_m * cdiv(layer.k, kernel.tile_n)
     busy = min(float(ctas), float(cps * gpu.sms))
-    total_px, tile_px, _ = _tile_pixels(layer, kernel, gpu.sector_bytes)
-    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
-    pixels = uniq_input(layer.n, 1, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw, dh, dw,
-                        gpu.sector_bytes, True, gpu.sector_bytes)
+    tile_px = _tile_pixels(layer, kernel, gpu.sector_bytes)[1]
+    pixels = _layer_pixels(layer, gpu.sector_bytes)
     # busy CTAs in block order: consecutive tiles of a column, then the next column's (other channels)
     columns = busy / tiles_m
     per_column = min(busy, float(tiles_m))
@@ -246,12 +251,9 @@ def _b_shared(layer, kernel, gpu, f, machine) -> float:
     B lines and each slot's A lines of the round, against the ways of the sets they reach (the dense
     engine's ramp, ``l1_hit_lo`` / ``l1_hit_hi``). ResNeXt-like layers with one CTA column (K <= T_n)
     share every slice on an SM; the previous wave's slices are not counted."""
-    from ._counts import _ramp
-    from ._schedule import sm_config_summary
-    from .model import _SM_SAMPLES
     cps, ways, sets = machine
     tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
-    cfg = sm_config_summary(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, cps, _SM_SAMPLES)
+    cfg = sm_config_summary(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, cps, SM_SAMPLES)
     weight = cfg[:, 0].sum()
     if not weight:
         return 0.0

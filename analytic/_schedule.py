@@ -226,6 +226,10 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples):
     return out[:m]
 
 
+# the model's schedule statistics enumerate at most this many (wave, SM) pairs / waves, so the cost of a
+# prediction does not grow with the batch size
+SM_SAMPLES = 128
+WAVE_SAMPLES = 48
 GAP_MAX = 64           # re-fetch gaps (waves) from GAP_MAX on share the last bin
 _NEVER = -1
 

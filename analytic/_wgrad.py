@@ -16,12 +16,12 @@ from simcore._jit import njit
 from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses
-from ._schedule import sample_index, tile_of, wave_stats
+from ._schedule import WAVE_SAMPLES, sample_index, tile_of, wave_stats
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "bb4f8b7a0d95b643"
+_JIT_DEPS_SHA256 = "8853fc052ee9b919"
 
 __all__ = ["pixel_reuse"]
 
@@ -150,8 +150,6 @@ def line_span(step, line) -> float:
     return line / step - 1.0 if step < line else 0.0
 
 
-_SM_SAMPLES = 128
-_WAVE_SAMPLES = 48
 _TILE_SAMPLES = 8
 
 
@@ -335,7 +333,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     ksteps = cdiv(NPQ, tk)
     sec_a, sec_b, sec_c = ex["sec_A"], ex["sec_B"], ex["sec_C"]
     swz = kernel.swizzle_log
-    hist_ra, hist_rb, _hist_rh, wsum = wave_stats(tiles_m, tiles_n, swz, per_wave, _WAVE_SAMPLES)
+    hist_ra, hist_rb, _hist_rh, wsum = wave_stats(tiles_m, tiles_n, swz, per_wave, WAVE_SAMPLES)
     n_waves = wsum[3]
     na_wave, nb_wave, ctas_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves
 

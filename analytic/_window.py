@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ._common import cdiv as _cdiv, uniq_inputs as _uniq_inputs
+from ._common import cdiv as _cdiv, tile_samples, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
 from ._memo import memo
 from ._reuse import reuse_histogram, window_span
@@ -33,16 +33,16 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     tiles_m = _cdiv(N * P * Q, tm)
     unit = C * eb if nhwc else eb                  # bytes per input column w
     dense = unit < SEC
-    hist = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
-                           unit < SEC, tile_edge, win.reverse)
+    hist = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, dense, tile_edge,
+                           win.reverse)
     rows_t = hist.sum(axis=1)                  # valid rows (all tiles) per filter position
     rows_total = float(rows_t.sum())
     # the A lines between a previous occupant's round t and this CTA's, in windows: its first touches
     # up to t and, sweeping back, from t on (one sweep over the positions: nhwc with one channel block)
     span = _ONE_SPAN
     if nhwc and _cdiv(C, tk) == 1 and R * S > 1:
-        back = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m,
-                               unit < SEC, tile_edge, not win.reverse)
+        back = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, dense, tile_edge,
+                               not win.reverse)
         span = window_span(hist, back)
     # lines a k-step reads per row access (rows at their byte stride, blocks and filter positions at
     # their offsets; unaligned blocks straddle lines, narrow rows share them)
@@ -79,10 +79,9 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     if not nhwc and dense and R * S > 1:
         # several taps: the run's end sectors count once per filter row (a row's taps shift the run by
         # less than a sector and re-read each other's), on top of the dense count
-        one = win._replace(r=1, s=1)
-        rows_one = float(N * P * Q) * (rows_total / max(1.0, float(hist.shape[0]) * N * P * Q))
-        run_sectors = rows_total * (C * sw * eb / SEC) + R * max(0.0, _nchw_run_sectors(one, tm, eb, SEC)
-                                                             - rows_one * C * sw * eb / SEC)
+        per_row = C * sw * eb / SEC                   # the dense count's sectors per row
+        ends = _nchw_run_sectors(win._replace(r=1, s=1), tm, eb, SEC) - rows_total / (R * S) * per_row
+        run_sectors = rows_total * per_row + R * max(0.0, ends)
     return hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors
 
 
@@ -91,10 +90,9 @@ def _nchw_run_sectors(win, tm, eb, SEC) -> float:
     counted on up to `_RUN_SAMPLES` tiles spaced along M, over every alignment of a plane to the sector."""
     N, C, H, W, P, Q = win.n, win.c, win.h, win.w, win.p, win.q
     M = N * P * Q
-    tiles_m = _cdiv(M, tm)
     step = math.gcd(H * W * eb, SEC)               # plane starts: multiples of step modulo the sector
     aligns = np.arange(0, SEC, step)[:, None]
-    picks = np.unique(np.linspace(0, tiles_m - 1, min(tiles_m, _RUN_SAMPLES)).round().astype(np.int64))
+    picks, stands = tile_samples(M, tm, _RUN_SAMPLES)
     # every sampled tile at once (rows past M and padded taps masked out): elements ascend within each
     # image's run, so a new sector starts wherever the run steps to the next sector or to the next image
     m = picks[:, None] * tm + np.arange(tm)[None, :]
@@ -108,8 +106,4 @@ def _nchw_run_sectors(win, tm, eb, SEC) -> float:
     last_ok = np.maximum.accumulate(np.where(ok, np.arange(tm)[None, :], 0), axis=1)
     filled = np.take_along_axis(key, np.broadcast_to(last_ok[None], key.shape), axis=2)
     counts = (np.diff(filled, axis=2) != 0).sum(axis=2) + 1 - (~ok[:, 0])[None, :]
-    per_tile = counts.mean(axis=0).tolist()
-    full = [c for c, t in zip(per_tile, picks.tolist()) if (t + 1) * tm <= M]
-    last = per_tile[-1] if picks[-1] == tiles_m - 1 and tiles_m * tm > M else None
-    total = (np.mean(full) if full else 0.0) * (tiles_m - (last is not None)) + (last or 0.0)
-    return float(total * C)
+    return float(np.dot(stands, counts.mean(axis=0)) * C)

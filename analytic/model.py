@@ -20,7 +20,7 @@ from ._geometry import dgrad_subproblems, geometry, geometry_check
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses, swept_rereads
 from ._memo import memo
 from ._reuse import l1_configs
-from ._schedule import sm_config_summary, wave_stats
+from ._schedule import SM_SAMPLES, WAVE_SAMPLES, sm_config_summary, wave_stats
 from ._tiers import tiered
 from ._window import a_window
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
@@ -29,11 +29,6 @@ from simcore import metrics as Mx
 from .factors import resolve_factors
 
 __all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
-
-# schedule statistics: at most this many (wave, SM) pairs / waves are enumerated (analytic._schedule),
-# so the cost of a prediction does not grow with the batch size
-_SM_SAMPLES = 128
-_WAVE_SAMPLES = 48
 
 
 def _check_modelled(layer, gpu, kernel):
@@ -212,8 +207,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     # ---- schedule: co-residency per SM (L1), tiles per wave and their re-reads (L2) --------------
     swz = kernel.swizzle_log
     if sched is None or (tiles_m, tiles_n) not in sched:
-        stats = (sm_config_summary(tiles_m, tiles_n, swz, sms, cps, _SM_SAMPLES),
-                 wave_stats(tiles_m, tiles_n, swz, per_wave, _WAVE_SAMPLES))
+        stats = (sm_config_summary(tiles_m, tiles_n, swz, sms, cps, SM_SAMPLES),
+                 wave_stats(tiles_m, tiles_n, swz, per_wave, WAVE_SAMPLES))
         if sched is not None:
             sched[(tiles_m, tiles_n)] = stats
     else:
