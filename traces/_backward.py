@@ -22,10 +22,10 @@ from ._layout import (
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
 # updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4f5e9bf3850eddb5"
+_JIT_DEPS_SHA256 = "cf7536368b6fafa4"
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _start_dgrad(prm, maps, rows, idx, tm, f):
     """Rows of a new dgrad CTA in slot idx, starting filter position f: for each A row (perm_a order) the
     dy (p, q) origin and byte address at the CTA's first filter position; for each store row the dx
@@ -68,7 +68,7 @@ def _start_dgrad(prm, maps, rows, idx, tm, f):
             row_y[idx, i] = -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _dgrad_position(prm, fpos, f, ks):
     """(k0, r, s, dr, ds) of dgrad k-step ks of a CTA at starting filter position f: the order is
     `for k0: for r in (start_r, + stride_h ..): for s in (start_s, + stride_w ..)`; dy's (p, q) at (r, s)
@@ -83,7 +83,7 @@ def _dgrad_position(prm, fpos, f, ks):
             -js * prm[_DW])
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False, inline="always")
 def _dgrad_filters(prm, seg_b_so, seg_b_co, seg_b_start, sb_lo, sb_hi, kt_off, k0, r, s, n0, o_first, o_count,
                    o_sec, nreq, nsec):
     """dgrad B (w, KRSC) requests of a k-step: contiguous = the CTA's channels n0 .., strided = filters
@@ -101,7 +101,7 @@ def _dgrad_filters(prm, seg_b_so, seg_b_co, seg_b_start, sb_lo, sb_hi, kt_off, k
                           o_count, o_sec, nreq, nsec)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _step_dgrad(prm, maps, rows, scratch, f, idx, ks, n0, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of dgrad k-step ks of the CTA in slot idx (starting filter position f, channels
     n0 ..) off the _ALN path (which `traces._generate` writes out); returns (end of A's requests, nreq,
@@ -126,7 +126,7 @@ def _step_dgrad(prm, maps, rows, scratch, f, idx, ks, n0, o_first, o_count, o_se
     return q1, nreq, nsec
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _start_wgrad(prm, maps, rows, idx, tm, tn):
     """A new wgrad CTA in slot idx: store rows (filters k, dw row addresses) and B's segments split into
     pieces of one filter position (r, s): dil-scaled offsets and the byte range relative to a row's
@@ -160,7 +160,7 @@ def _start_wgrad(prm, maps, rows, idx, tm, tn):
     piece_start[idx, seg_b_co.shape[0]] = npc
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False, inline="always")
 def _emit_pieces(kt_off, kt_rh, kt_sw, seg_so, seg_start, pieces, piece_start, idx, warps, iters, t_s, ih, iw,
                  ssh, o_first, o_count, o_sec, nreq, nsec):
     """wgrad B requests: row i (kt_off[i]: byte address of x at its (h, w) origin, kt_rh/kt_sw[i]: the
@@ -213,12 +213,13 @@ def _emit_pieces(kt_off, kt_rh, kt_sw, seg_so, seg_start, pieces, piece_start, i
     return nreq, nsec
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False, inline="always")
 def _step_wgrad(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_start, pieces, piece_start, sa_lo, sa_hi,
                 kt_off, kt_rh, kt_sw, kt_a, idx, ks, m0, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of wgrad k-step ks (npq = ks tile_k ..) of the CTA in slot idx (filters m0 ..);
     returns (end of A's requests, nreq, nsec). The arrays come one by one rather than as `_generate`'s
-    tuples: a call updates the reference count of every array it receives (measured: 6% less time)."""
+    tuples (measured: 6% less time, when calls still counted references: see `traces._generate`);
+    inlined into `_generate`."""
     H = prm[_H]; W = prm[_W]; C = prm[_C]; K = prm[_K]; Q = prm[_Q]; PQ = prm[_P] * Q; NPQ = prm[_NPQ]
     TK = prm[_TK]; EB = prm[_EB]; SSH = prm[_SSH]; WARPS = prm[_THREADS] // 32
     npq = ks * TK

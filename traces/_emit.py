@@ -13,7 +13,7 @@ from ._layout import _U
 _JIT_DEPS_SHA256 = "0095a7c1f4a7b4d9"
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _close_request(o_first, o_count, nreq, nsec, first, cnt):
     """Record request ``nreq`` as the ``cnt`` sectors from ``o_sec[first]``; returns the new
     (request count, sector count)."""
@@ -22,7 +22,7 @@ def _close_request(o_first, o_count, nreq, nsec, first, cnt):
     return nreq + 1, nsec + cnt
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _emit_range(o_first, o_count, o_sec, nreq, nsec, lo_byte, hi_byte, ssh):
     """Record request ``nreq`` as the sectors covering bytes [lo_byte, hi_byte], from ``o_sec[nsec]``;
     returns the new (request count, sector count)."""
@@ -35,7 +35,7 @@ def _emit_range(o_first, o_count, o_sec, nreq, nsec, lo_byte, hi_byte, ssh):
     return _close_request(o_first, o_count, nreq, nsec, nsec, n - nsec)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _insert(sectors, first, cnt, x):
     """Insert sector address x into the sorted, distinct run sectors[first:first+cnt]; return cnt."""
     end = first + cnt
@@ -57,7 +57,7 @@ def _insert(sectors, first, cnt, x):
     return cnt + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _insert_range(sectors, first, cnt, lo_byte, hi_byte, ssh):
     """Insert the sectors covering bytes [lo_byte, hi_byte] (inclusive)."""
     s0 = lo_byte >> ssh
@@ -76,7 +76,7 @@ def _insert_range(sectors, first, cnt, lo_byte, hi_byte, ssh):
     return cnt
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _emit_rows(ra, row, nrows, rpw, lo, hi, ssh, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of one operand in one k-step under _UNI without _ALN: request q is rows q*rpw ..
     q*rpw+rpw-1 of ra[row]; valid row i (ra[row, i] >= 0) covers bytes ra[row, i] + [lo, hi]. Valid
@@ -105,7 +105,7 @@ def _emit_rows(ra, row, nrows, rpw, lo, hi, ssh, o_first, o_count, o_sec, nreq, 
     return nreq, nsec
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _emit_segments(ra, seg_so, seg_lo, seg_hi, seg_start, warps, iters, t_s, ssh, o_first, o_count, o_sec,
                    nreq, nsec):
     """Load requests of one operand in one k-step, segment by segment (the general case).
@@ -151,7 +151,7 @@ def _emit_segments(ra, seg_so, seg_lo, seg_hi, seg_start, warps, iters, t_s, ssh
     return nreq, nsec
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False, inline="always")
 def _emit_warp_rows(ra, seg_so, seg_lo, seg_hi, warps, iters, t_s, ssh, o_first, o_count, o_sec, nreq, nsec):
     """`_emit_segments` for a map whose t_c is a multiple of 32 (one segment per warp: segment w is warp
     w's): request (w, j) is row seg_so[w] + j t_s of ra, bytes [seg_lo[w], seg_hi[w]] of it, one sector
@@ -169,7 +169,7 @@ def _emit_warp_rows(ra, seg_so, seg_lo, seg_hi, warps, iters, t_s, ssh, o_first,
     return nreq, nsec
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _segment_offsets(seg_co, seg_lo, seg_hi, base, limit, extra, eb):
     """Byte offsets of each segment's valid part: contiguous index base+co in [base+co_lo, limit),
     plus ``extra`` bytes."""
@@ -186,7 +186,7 @@ def _segment_offsets(seg_co, seg_lo, seg_hi, base, limit, extra, eb):
             seg_hi[sg] = -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _shift_rows(row_hb, row_wb, row_base, idx, nrows, dr, ds, koff, ih, iw, ra):
     """ra[p] = row_base[idx, p] + koff where the tile row p shifted by (dr, ds) lies in the ih x iw image
     (0 <= row_hb + dr < ih, 0 <= row_wb + ds < iw), else -1 (predicated off)."""

@@ -9,7 +9,19 @@ Measured (vgg16 batch 1 on v100, best of 3, 2-core development VM): about 9 ns p
 row-aligned nhwc fast path, the inline hot k-step (no per-call reference counting), per-step shared
 fields and the single buffer allocation; 2.2-2.7 ns after, 1.9-2.6 in ``lean`` mode (what
 ``simulate_layer`` uses), with output identical request by request. The individual effects are noted
-where they apply."""
+where they apply.
+
+Every kernel of the generator (here, `traces._steps`, `traces._backward`, `traces._emit`,
+`traces._group_steps`) compiles with ``_nrt=False``: none allocates, so Numba's reference counting of
+the arrays each call receives (atomic increments and decrements, about 20 arrays a wgrad k-step) is
+dropped; the wgrad k-step and the emitters it and dgrad's filter loads call are inlined. Generator
+alone (``lean``), vgg16 batch 4 on v100, ns per sector, best of 3, three runs alternating with the
+code before (2-core development VM, noisy): fprop 1.38-1.77 -> 1.32-1.49, dgrad 1.95-2.31 ->
+1.74-1.90, wgrad 2.64-3.17 -> 1.95-2.22, output unchanged (the stream tests). The simulated training
+step of vgg16 at batch 32 on v100 (2 threads, per layer fprop, dgrad, wgrad in turn, as
+``benchmarks/bench_traces.py --train 32`` runs it), on a quiet 16-core machine, two runs each,
+alternating: (fprop + dgrad + wgrad) / fprop 2.99 and 3.09 before, 2.86 and 2.85 after; fprop 23.8
+and 22.9 s before, 23.0 and 20.4 s after."""
 from __future__ import annotations
 
 from simcore._jit import njit
@@ -26,10 +38,10 @@ from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 # code and constants from _steps.py, _backward.py, _group_steps.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "5b8afdb879d73648"
+_JIT_DEPS_SHA256 = "93521d08a84fce08"
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _refill(prm, maps, sched, rows, nxt, dgrad, wgrad):
     """One dispatch phase: passes over the SMs, each SM with a free slot takes the next block, until a
     pass takes none or the blocks run out. Returns the next block. Blocks outside the grid, and strided
@@ -85,15 +97,17 @@ def _refill(prm, maps, sched, rows, nxt, dgrad, wgrad):
             return nxt
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, _nrt=False, nogil=True)
 def _generate(prm, maps, sched, rows, scratch, out, dgrad, wgrad, grouped):
     """Fill the output buffers `out` from where `sched` stopped; return (requests, sectors) written.
     ``dgrad``, ``wgrad``: None, or 1 for that op (``prm[_OP]``), as `OP_FLAGS` gives them; ``grouped``:
     None, or 1 for a grouped layer (``prm[_GPC] > 0``, `generate_flags`).
 
-    The _ALN k-step (the hot path) is written out here rather than in helper functions: Numba
-    increments and decrements (atomically) the reference count of every array a function receives,
-    per call, inlined or not (profiled: 20-25% of the time when that k-step used helpers)."""
+    The _ALN k-step (the hot path) is written out here rather than in helper functions: compiled
+    with Numba's runtime (NRT), a call increments and decrements (atomically) the reference count of
+    every array it receives, inlined or not (profiled: 20-25% of the time when that k-step used
+    helpers). The generator's kernels now compile without it (``_nrt=False``: they allocate nothing),
+    which removed that cost from the other steps as well, see the module docstring."""
     C = prm[_C]; H = prm[_H]; W = prm[_W]; S = prm[_S]; RS = prm[_R] * S; DH = prm[_DH]; DW = prm[_DW]
     # the image and channels of A's rows: fprop x (H, W, C), dgrad dy (P, Q, K)
     IH = prm[_P] if prm[_OP] == _DGRAD else H

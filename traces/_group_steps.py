@@ -11,10 +11,10 @@ from ._layout import _C, _H, _W, _R, _S, _DH, _DW, _TM, _TN, _TK, _THREADS, _EB,
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
 # updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4f5e9bf3850eddb5"
+_JIT_DEPS_SHA256 = "cf7536368b6fafa4"
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _step_group(prm, maps, rows, scratch, idx, ks, tn, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of k-step ``ks`` of the grouped CTA in slot idx (tile column ``tn``); returns (end of
     A's requests, nreq, nsec).

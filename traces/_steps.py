@@ -14,7 +14,7 @@ from ._layout import (
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code and constants from _emit.py and _layout.py. tests/test_jit_deps.py checks this digest of them:
 # updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4f5e9bf3850eddb5"
+_JIT_DEPS_SHA256 = "cf7536368b6fafa4"
 
 
 # ---- compiled kernel ----------------------------------------------------------------------------
@@ -29,7 +29,7 @@ _JIT_DEPS_SHA256 = "4f5e9bf3850eddb5"
 #   scratch: ra_a, sa_lo, sa_hi, sb_lo, sb_hi, kt_off, kt_rh, kt_sw, kt_a, ra_a as a (1, tile_m) view
 #   out:     the 9 RequestChunk buffers (lean: round, cta and kstep of length 0, left unwritten)
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _start_fprop(prm, maps, rows, idx, tm, tn):
     """Per-row information of a new fprop CTA's tile in slot idx (once per CTA): A rows' image offset and
     h/w origins (an invalid row m >= M gets -_BIG origins, so every padding test rejects it), store
@@ -86,7 +86,7 @@ def _start_fprop(prm, maps, rows, idx, tm, tn):
         b_num[idx, 1] = nq
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_a, idx, ks, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of an nhwc k-step under _UNI but not _ALN (``ra_a``: a (1, tile_m) scratch row);
     returns (end of A's requests, nreq, nsec)."""
@@ -111,7 +111,7 @@ def _step_rows(prm, row_hb, row_wb, row_base, row_b, ra_a, idx, ks, o_first, o_c
     return q1, nreq, nsec
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _step_seg(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_start, row_hb, row_wb, row_base,
               row_b, ra_a, sa_lo, sa_hi, sb_lo, sb_hi, idx, ks, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of an nhwc k-step, segment by segment; returns (end of A's requests, nreq, nsec)."""
@@ -136,7 +136,7 @@ def _step_seg(prm, seg_a_so, seg_a_co, seg_a_start, seg_b_so, seg_b_co, seg_b_st
     return q1, nreq, nsec
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _step_nchw(prm, seg_b_so, seg_b_co, seg_b_start, thr_a, row_hb, row_wb, row_base, row_b, sb_lo, sb_hi,
                kt_off, kt_rh, kt_sw, idx, ks, o_first, o_count, o_sec, nreq, nsec):
     """Load requests of an nchw k-step; returns (end of A's requests, nreq, nsec)."""
@@ -185,7 +185,7 @@ def _step_nchw(prm, seg_b_so, seg_b_co, seg_b_start, thr_a, row_hb, row_wb, row_
     return q1, nreq, nsec
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _stores(prm, row_y, order, idx, n0, o_first, o_count, o_sec, nreq, nsec):
     """Store requests of the CTA's tile in slot idx (columns n0 .. n0 + TN - 1); returns (nreq, nsec).
 
