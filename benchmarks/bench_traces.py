@@ -118,6 +118,11 @@ def main(argv=None) -> int:
     small = ConvLayer(1, 8, 8, 8, 8, 3, 3, pad=1)
     for jobs in (1, 2):
         simulate_layer(small, g, kernel, jobs=jobs)
+    if args.train:
+        # the training step's dgrad and wgrad generators too, so that no compilation (or loading from
+        # Numba's cache) falls inside the timed passes: one run had 7.9 and 7.6 s of it in conv1_1's
+        for op in ("dgrad", "wgrad"):
+            simulate_layer(small, g, dataclasses.replace(kernel, op=op), jobs=2)
     simulate_layer(layers[-3], g, kernel, jobs=2, max_sectors=1 << 17)
     hierarchy._VERDICTS.clear()
     for _ in iter_request_chunks(small, g, kernel):
