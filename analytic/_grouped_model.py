@@ -220,7 +220,9 @@ def _cross_l2_miss(layer, kernel, gpu, f, machine) -> float:
     group's window of lines each (`_window_lines`); consecutive CTAs share pixels (a dilated filter's tiles
     read nearly the whole image), so the lines are the distinct pixels of the busy tiles -- at most their
     share of the layer's distinct pixels plus a tile's halo -- against the L2's capacity (the dense
-    engine's cliff, `_l2`)."""
+    engine's cliff, `_l2`), per class of window lines: in one group step every pixel reads that group's
+    block, so where the pixel pitch is a multiple of the line the straddling groups double the working
+    set at once, and the convex cliff is averaged over the classes rather than taken at their mean."""
     from ._l2 import cliff_params, l2_miss_prob
     cps = machine[0]
     tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
@@ -232,9 +234,9 @@ def _cross_l2_miss(layer, kernel, gpu, f, machine) -> float:
     columns = busy / tiles_m
     per_column = min(busy, float(tiles_m))
     distinct = min(per_column * tile_px, pixels * per_column / tiles_m + tile_px) * max(1.0, columns)
-    lines = distinct * sum(l * w for l, w in _window_lines(layer, kernel, gpu.line_bytes))
     cap = gpu.l2_bytes / gpu.line_bytes * f.l2_capacity
-    return l2_miss_prob(lines / cap, float(gpu.l2_ways), cliff_params(gpu, f))
+    return sum(w * l2_miss_prob(distinct * lines / cap, float(gpu.l2_ways), cliff_params(gpu, f))
+               for lines, w in _window_lines(layer, kernel, gpu.line_bytes))
 
 
 def _b_lines_round(layer, kernel, line) -> float:
