@@ -234,8 +234,9 @@ def _cross_l2_miss(layer, kernel, gpu, f, machine) -> float:
     columns = busy / tiles_m
     per_column = min(busy, float(tiles_m))
     distinct = min(per_column * tile_px, pixels * per_column / tiles_m + tile_px) * max(1.0, columns)
-    cap = gpu.l2_bytes / gpu.line_bytes * f.l2_capacity
-    return sum(w * l2_miss_prob(distinct * lines / cap, float(gpu.l2_ways), cliff_params(gpu, f))
+    per_line = distinct / (gpu.l2_bytes / gpu.line_bytes * f.l2_capacity)
+    ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
+    return sum(w * l2_miss_prob(per_line * lines, ways, cliff)
                for lines, w in _window_lines(layer, kernel, gpu.line_bytes))
 
 
