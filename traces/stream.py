@@ -319,11 +319,11 @@ class _Generator:
         e, i8 = np.empty, np.int64
         self.state = np.zeros(6, dtype=i8)
         self.sched = (self.state, np.full(slots_total, -1, dtype=i8)) + tuple(e(slots_total, i8) for _ in range(5))
-        # wgrad: B's segments in pieces of one filter position, at most one per thread (C % vector == 0)
+        # wgrad: B's segments in runs of filter positions, at most one per thread (C % vector == 0)
         pieces = int(prm[_THREADS]) if int(prm[_OP]) == OPS.index("wgrad") else 1
         self.rows = (e((slots_total, tm), i8), e((slots_total, tm), i8), e((slots_total, tm), i8),
                      e((slots_total, tm), i8), e((slots_total, tn), i8), e((slots_total, tn), i8),
-                     e((slots_total, nq_b, 2), i8), e((slots_total, 2), i8), e((slots_total, pieces, 4), i8),
+                     e((slots_total, nq_b, 2), i8), e((slots_total, 2), i8), e((slots_total, pieces, 6), i8),
                      e((slots_total, len(plan.seg_b) + 1), i8))
         ra_a = e(tm, i8)                # A's row addresses in a k-step, also as a (1, tm) view
         self.scratch = (ra_a, e(len(plan.seg_a), i8), e(len(plan.seg_a), i8), e(len(plan.seg_b), i8),
