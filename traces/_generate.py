@@ -38,7 +38,7 @@ from ._steps import _start_fprop, _step_nchw, _step_rows, _step_seg, _stores
 # code and constants from _steps.py, _backward.py, _group_steps.py and _layout.py. tests/test_jit_deps.py checks this
 # digest of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "fbbaba439f893f5a"
+_JIT_DEPS_SHA256 = "d2411479ccff8611"
 
 
 @njit(cache=True, _nrt=False)
