@@ -45,8 +45,8 @@ HAND = [
     (ConvLayer(2, 8, 9, 7, 40, 3, 3, stride=2, pad=1), kern("dgrad", tile_k=16, ctas_per_sm=3)),
     # wgrad, partial last column tile (R S C = 54 = 32 + 22) and its columns past GEMM-N loaded
     (ConvLayer(2, 6, 7, 5, 10, 3, 3, stride=(2, 1), pad=1, dilation=(1, 2)), kern("wgrad")),
-    # wgrad, C = 48 with 32-column tiles: warps of one filter position, or straddling two of one filter row
-    # (one run of positions back to back in x: the fast path), alternate with warps straddling two rows
+    # wgrad, C = 48 with 32-column tiles: warps of one filter position alternate with warps straddling two
+    # positions of one filter row (one run of positions back to back in x); both take the fast path
     (ConvLayer(1, 48, 5, 5, 16, 2, 2, pad=1), kern("wgrad")),
     # wgrad, the default kernel on a first layer (C = 3: filter positions change inside a warp)
     (ConvLayer(1, 3, 9, 9, 16, 3, 3, pad=1), KernelConfig(op="wgrad")),
