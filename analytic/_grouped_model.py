@@ -169,11 +169,46 @@ def _window_lines(layer, kernel, line) -> tuple:
     return tuple(zip(values.tolist(), (counts / counts.sum()).tolist()))
 
 
+def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
+    """Co-resident CTAs (this one included, ``resident`` in all) whose window lines fall in this CTA's
+    class of L1 sets, where the pixels reach only 1 / nclass of the sets: a pixel pitch a whole number of
+    set strides puts a group step's lines in the sets its channel block's place in the pixel picks. Slot s
+    of an SM holds the CTA sms s blocks after slot 0's (block order, as without swizzle): dcol = s sms /
+    tiles_m columns on (floor or ceiling, weighted by the remainder), its channels dcol T_n / K_g groups of
+    C_g on (floor or ceiling likewise), so its lines dq or dq + 1 lines on (a block's first byte spread
+    evenly over the line), the same class when that is a multiple of nclass. Seed 1 #34 (64 groups of 6
+    channels, 1,536-byte pixels in one set of 4, 7 CTAs an SM, the 6 others of other columns) counted all 7 in its
+    set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py)."""
+    if nclass <= 1:
+        return resident
+    tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
+    line = gpu.line_bytes
+    out = 1.0
+    s = 1
+    while s < resident:
+        weight = min(1.0, resident - s)
+        span = s * gpu.sms / tiles_m
+        same = 0.0
+        for dcol, wc in ((math.floor(span), 1.0 - (span - math.floor(span))),
+                         (math.floor(span) + 1, span - math.floor(span))):
+            groups = dcol * kernel.tile_n / layer.k_per_group
+            for dg, wg in ((math.floor(groups), 1.0 - (groups - math.floor(groups))),
+                           (math.floor(groups) + 1, groups - math.floor(groups))):
+                shift = dg * layer.c_per_group * kernel.elem_bytes
+                dq, rem = divmod(shift, line)
+                same += wc * wg * ((line - rem) / line * (dq % nclass == 0)
+                                   + rem / line * ((dq + 1) % nclass == 0))
+        out += weight * same
+        s += 1
+    return out
+
+
 def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     """(fraction of the re-reads by a CTA's next group that miss L1, re-reads inside a group that miss per
     pixel and group). A pixel is read by its taps in filter-position order; between two reads, d filter
     positions apart, by outputs dm GEMM rows apart, each co-resident CTA (cps, or fewer when the grid is
-    smaller than a wave) reads about d tile_m - dm rows, at most its tile's pixels (`_tile_pixels`, per
+    smaller than a wave; where the pixels reach some of the sets, those in this CTA's class of sets:
+    `_same_class_residents`) reads about d tile_m - dm rows, at most its tile's pixels (`_tile_pixels`, per
     class of tiles, weighted by their rows), into
     the L1 sets that lines a pixel pitch apart reach, with the filter lines of the rounds between
     (`_b_lines_round`): x = CTAs x lines / (ways x those sets), per class of channel-block windows
@@ -188,6 +223,7 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     # lines of a pixel's channel window in those sets, per class of channel blocks (`_window_lines`); a
     # window that straddles into a set the pixels do not reach is not counted there
     windows = _window_lines(layer, kernel, gpu.line_bytes) if reach == sets else ((1.0, 1.0),)
+    same_class = _same_class_residents(layer, kernel, gpu, resident, sets // reach)
     classes = _tile_pixels(layer, kernel, gpu.sector_bytes)[2]
     # the filter lines each round adds to the window (kSingleGroup: T_n filters a round; kMultipleGroup:
     # the K_g of the round's group), spread over the sets, those in the pixels' sets counted
@@ -201,7 +237,7 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
         for wtaps, nw in _axis_taps(layer.q, layer.w, sw, pw, dw, layer.s).items():
             reads = sorted((r * layer.s + s, dp * layer.q + dq) for r, dp in htaps for s, dq in wtaps)
             for lines, lshare in windows:
-                scale = resident * lines / (ways * reach)
+                scale = same_class * lines / (ways * reach)
                 for tile_px, share in classes:
                     wt = lshare * share * nh * nw
                     for (t0, m0), (t1, m1) in zip(reads, reads[1:]):

@@ -108,3 +108,35 @@ def test_cross_group_rereads_miss_the_l2_only_when_the_busy_tiles_exceed_it():
     # the busy tiles' distinct pixels: every image once (17 x 625 pixels, about a line each) > 8192 lines
     assert _cross_l2_miss(layer, kernel, small, f, _machine(small, kernel)) > 0.9
     assert _cross_l2_miss(layer, kernel, big, f, _machine(big, kernel)) < 0.01
+
+
+@settings(max_examples=40, deadline=None)
+@given(groups=st.sampled_from([2, 4, 8, 16, 64]), cg=st.integers(1, 12), kg=st.sampled_from([1, 8, 32, 64]),
+       tn=st.sampled_from([32, 64, 128]), eb=st.sampled_from([2, 4]), sms=st.integers(2, 40),
+       tiles_m=st.integers(1, 30), resident=st.sampled_from([1.0, 2.0, 3.0, 2.5]), nclass=st.sampled_from([1, 2, 4]))
+def test_same_class_residents_enumerate_co_resident_ctas(groups, cg, kg, tn, eb, sms, tiles_m, resident, nclass):
+    # brute force: the CTA in slot 0 of an SM is block b, the one in slot s is b + s sms (block order, no
+    # swizzle); their columns' first channels (column j: group j tn // kg) are shift bytes apart, and a
+    # block starting at byte a of its line moves floor((a + shift) / 128) lines: same class of sets iff
+    # that is a multiple of nclass; every b (over whole periods) and every a in the line counts alike
+    import math
+    from analytic._grouped_model import _same_class_residents
+    if kg % tn and tn % kg:
+        return                                          # no group mode fits (a ValueError elsewhere)
+    layer = ConvLayer(1, groups * cg, 8, 8, groups * kg, 1, 1, groups=groups, name="sc")
+    kernel = KernelConfig(tile_m=32, tile_n=tn, tile_k=8, dtype="fp16" if eb == 2 else "fp32")
+    gpu = simcore.replace_gpu(simcore.gpu("v100"), sms=sms)
+    layer = dataclasses.replace(layer, h=4, w=8 * tiles_m, n=1)         # gemm_m = 32 tiles_m
+    assert -(-layer.gemm_m // 32) == tiles_m
+    period = tiles_m * max(1, kg // tn) * 4
+    want = 1.0
+    s = 1
+    while s < resident:
+        same = 0
+        for b in range(period):
+            j0, j1 = b // tiles_m, (b + s * sms) // tiles_m
+            shift = ((j1 * tn) // kg - (j0 * tn) // kg) * cg * eb
+            same += sum(((a + shift) // 128) % nclass == 0 for a in range(128))
+        want += min(1.0, resident - s) * same / (period * 128)
+        s += 1
+    assert math.isclose(_same_class_residents(layer, kernel, gpu, resident, nclass), want, rel_tol=1e-9)
