@@ -169,6 +169,12 @@ def _window_lines(layer, kernel, line) -> tuple:
     return tuple(zip(values.tolist(), (counts / counts.sum()).tolist()))
 
 
+def _floor_ceil(x) -> tuple:
+    """((floor x, its weight), (floor x + 1, its weight)): x as a mix of its two neighbouring integers."""
+    lo = math.floor(x)
+    return (lo, 1.0 - (x - lo)), (lo + 1, x - lo)
+
+
 def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
     """Co-resident CTAs (this one included, ``resident`` in all) whose window lines fall in this CTA's
     class of L1 sets, where the pixels reach only 1 / nclass of the sets: a pixel pitch a whole number of
@@ -177,8 +183,8 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
     tiles_m columns on (floor or ceiling, weighted by the remainder), its channels dcol T_n / K_g groups of
     C_g on (floor or ceiling likewise), so its lines dq or dq + 1 lines on (a block's first byte spread
     evenly over the line), the same class when that is a multiple of nclass. Seed 1 #34 (64 groups of 6
-    channels, 1,536-byte pixels in one set of 4, 7 CTAs an SM, the 6 others of other columns) counted all 7 in its
-    set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py)."""
+    channels, 1,536-byte pixels in one set of 4, 7 CTAs an SM, the 6 others of other columns) counted all
+    7 in its set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py)."""
     if nclass <= 1:
         return resident
     tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
@@ -186,19 +192,13 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
     out = 1.0
     s = 1
     while s < resident:
-        weight = min(1.0, resident - s)
-        span = s * gpu.sms / tiles_m
         same = 0.0
-        for dcol, wc in ((math.floor(span), 1.0 - (span - math.floor(span))),
-                         (math.floor(span) + 1, span - math.floor(span))):
-            groups = dcol * kernel.tile_n / layer.k_per_group
-            for dg, wg in ((math.floor(groups), 1.0 - (groups - math.floor(groups))),
-                           (math.floor(groups) + 1, groups - math.floor(groups))):
-                shift = dg * layer.c_per_group * kernel.elem_bytes
-                dq, rem = divmod(shift, line)
+        for dcol, wc in _floor_ceil(s * gpu.sms / tiles_m):
+            for dg, wg in _floor_ceil(dcol * kernel.tile_n / layer.k_per_group):
+                dq, rem = divmod(dg * layer.c_per_group * kernel.elem_bytes, line)
                 same += wc * wg * ((line - rem) / line * (dq % nclass == 0)
                                    + rem / line * ((dq + 1) % nclass == 0))
-        out += weight * same
+        out += min(1.0, resident - s) * same
         s += 1
     return out
 
