@@ -8,6 +8,8 @@ first byte only modulo 32 and on its width, so the blocks of all columns are gat
 not over N, P or Q. B: in k-step (gi, c0, r, s) of column tn the tile rows gi K_g .. gi K_g + K_g - 1 (every
 row under kSingleGroup) read local channels [c0, c0 + TK) below C_g of filters C_g R S elements apart; the
 columns are the "images" of one `_box_operand` call per class of groups (`_l1_grouped`).
+
+Also the grouped model's count of the distinct input pixels of sampled M tiles (`tile_pixel_counts`).
 """
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ import simcore
 import traces
 from analytic import predict_layer, predict_network, set_model_kernels
 from analytic._memo import clear_memo
+from traces.kernel import OPS
 
 TARGET = 10_000.0
 
@@ -65,7 +66,11 @@ def main(argv=None):
     p.add_argument("--op", default="fprop,dgrad,wgrad,grouped",
                    help="comma-separated ops, or 'grouped' for the grouped networks (default: all four)")
     args = p.parse_args(argv)
-    for op in [o.strip() for o in args.op.split(",") if o.strip()]:
+    ops = [o.strip() for o in args.op.split(",") if o.strip()]
+    unknown = [o for o in ops if o not in OPS + ("grouped",)]
+    if unknown or not ops:
+        p.error(f"--op: expected fprop, dgrad, wgrad or grouped, got {args.op!r}")
+    for op in ops:
         rate = measure(args.seconds, op=op)
         rate_net = measure(args.seconds, network_api=True, op=op)
         print(f"{op:7s} predict_layer:   {rate:10.0f} layer predictions/s (target >= {TARGET:.0f}) "
