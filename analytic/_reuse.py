@@ -1,6 +1,8 @@
 """Within-CTA input reuse across filter positions (Numba; loops over R*S k-step pairs only)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from simcore._jit import njit
 
@@ -81,6 +83,78 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
     return hist
 
 
+def line_share(pitch, width, sw, LINE, SEC):
+    """share[k] (k = 1 .. sw - 1): the fraction of a row access's sectors (``width`` bytes of one input
+    pixel: its channel block, nhwc) whose line a tap k columns off the pixel's stride grid touches too.
+    Rows of a tap read every sw-th column, so a tap whose column shift leaves k mod sw reads the
+    columns k before and sw - k after each reused pixel, ``pitch`` bytes per column; where the pitch
+    is not a whole number of lines, those neighbours' bytes share the access's end lines, and reading
+    them renews the line's LRU age without a sector reuse. Averaged over the access's start offsets
+    within a line (multiples of gcd(pitch, width, LINE)); all 0 where ``pitch`` is a multiple of
+    ``LINE`` or narrower than a sector (there the histogram already counts fractional shifts)."""
+    share = np.zeros(max(sw, 1), np.float64)
+    if pitch % LINE == 0 or pitch < SEC or sw < 2:
+        return share
+    step = math.gcd(math.gcd(pitch, width), LINE)
+    for k in range(1, sw):
+        total = 0.0
+        starts = range(0, LINE, step)
+        for o in starts:
+            first, last = o // SEC, (o + width - 1) // SEC
+            lines = set()
+            for off in (-k, sw - k):
+                a = o + off * pitch
+                lines.update(range(a // LINE, (a + width - 1) // LINE + 1))
+            renewed = sum(1 for x in range(first, last + 1) if (x * SEC) // LINE in lines)
+            total += renewed / (last - first + 1)
+        share[k] = total / len(starts)
+    return share
+
+
+@njit(cache=True)
+def refresh_matrix(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m, edge, reverse, share):
+    """ref[t, u] (u < t, k-step order): the fraction of position t's A row accesses whose lines position
+    u touches *without* re-reading their sectors: taps in the same input row (ddh a multiple of sh)
+    whose column shift is off the stride grid read the neighbouring pixels, which share the pixel's
+    end lines with fraction ``share[ddw mod sw]`` (`line_share`). The rows overlap as in
+    `reuse_histogram` (fractional dq, tile edges). Such a touch renews the line's LRU age, so a sector
+    reuse further back survives if each stretch between touches is short (`miss_rows`)."""
+    RS = R * S
+    ref = np.zeros((RS, RS), np.float64)
+    M = N * P * Q
+    for t in range(RS):
+        tt = RS - 1 - t if reverse else t
+        r = tt // S
+        s = tt % S
+        plo, phi = _range_1d(P, H, sh, ph, dh, r)
+        qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
+        rows = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+        if rows == 0:
+            continue
+        for u in range(t):
+            t2 = RS - 1 - u if reverse else u
+            ddh = (r - t2 // S) * dh
+            ddw = (s - t2 % S) * dw
+            if ddh % sh:
+                continue
+            k = ddw % sw
+            if k == 0 or share[k] == 0.0:
+                continue
+            dp = ddh // sh
+            dq = ddw / sw
+            dm = dp * Q + dq
+            tf = 1.0
+            if tiles_m > 1:
+                tf = 1.0 - edge * abs(dm) / tile_m
+                if abs(dm) >= min(tile_m, M):
+                    tf = 0.0
+            if tf <= 0.0:
+                continue
+            cov = N * _overlap_1d(plo, phi, dp, P) * _overlap_1d(qlo, qhi, dq, Q) * tf
+            ref[t, u] = min(1.0, cov / rows) * share[k]
+    return ref
+
+
 @njit(cache=True)
 def window_rows(hist, phase, nphase):
     """win[t, d]: distinct A rows (in row-access units of one filter position) of the LRU window of
@@ -119,7 +193,7 @@ def window_rows(hist, phase, nphase):
 
 @njit(cache=True)
 def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, bfrac, extra,
-              l2a, l2b, l2_ways, l2_cliff):
+              l2a, l2b, l2_ways, l2_cliff, ref):
     """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
     (linear ramp lo..hi).
 
@@ -132,6 +206,10 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
     CTA with the same filters that steps before this one in the round brings round t's filter
     lines into the window).
 
+    ``ref`` (`refresh_matrix`, nhwc): positions in between that touch the reused line without its
+    sector renew its LRU age; the reuse then hits if every stretch between the line's touches stays
+    below the ways (`_chain_hit`).
+
     Also returns the rows whose reuse misses L1 *and* L2 (nhwc): in lockstep every CTA of the
     wave touches its own window's lines in the meantime, L2 distance / capacity =
     l2a * (A lines of the window) + l2b * d (B lines per round of the wave), in lines (L2 LRU is
@@ -140,6 +218,7 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
     total = 0.0
     total2 = 0.0
     union = dscale == 1.0
+    chain = np.empty(RS, np.float64)
     for t in range(RS):
         total += hist[t, 0]
         for d in range(1, t + 1):
@@ -161,10 +240,45 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
                 pm = hv
             else:
                 pm = hv * (x - lo) / (hi - lo)
+            if union:
+                for u in range(t - d + 1, t):
+                    if ref[t, u] > 0.0:
+                        pm = hv * (1.0 - _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra,
+                                                    ways, lo, hi, chain))
+                        break
             total += pm
             if union and l2a > 0:
                 total2 += pm * l2_miss_prob(ua * l2a + d * l2b, l2_ways, l2_cliff)
     return total, total2
+
+
+@njit(cache=True)
+def _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, alive):
+    """Hit probability of a sector reuse at position t from t - d whose line positions u in between
+    touch with probability ref[t, u] (independently): the line survives each stretch v -> u between
+    touches with the hit probability of that stretch's own window (distinct A lines of win[u, u - v],
+    the B lines of u - v rounds), as `miss_rows` judges a whole window. alive[v]: probability that the
+    line's last touch so far was at v and it is still in the L1 (scratch, length >= R*S)."""
+    for v in range(t - d, t + 1):
+        alive[v] = 0.0
+    alive[t - d] = 1.0
+    for u in range(t - d + 1, t + 1):
+        rho = 1.0 if u == t else ref[t, u]
+        if rho <= 0.0:
+            continue
+        reach = 0.0
+        for v in range(t - d, u):
+            if alive[v] == 0.0:
+                continue
+            g = u - v
+            bd = g * bfrac + 1.0
+            if bd > g:
+                bd = g
+            x = (scale_a * win[u, g] / nsa + bd * other + extra) / ways
+            reach += alive[v] * _ramp(x, lo, hi)
+            alive[v] *= 1.0 - rho
+        alive[u] = reach * rho
+    return alive[t]
 
 
 @njit(cache=True)
@@ -199,7 +313,7 @@ def _life_hit(a_life, b_life, span, cap, lo, hi):
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
-               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span):
+               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span, ref):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
@@ -272,7 +386,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     # window: new lines only where a position's filter bytes leave the previous line
                     extra = lines_b / nmax * min(1.0, bfrac) if brep else 0.0
                     m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
-                                       extra, l2a_w / na, l2b, l2_ways, l2_cliff)
+                                       extra, l2a_w / na, l2b, l2_ways, l2_cliff, ref)
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total

@@ -12,7 +12,7 @@ import numpy as np
 from ._common import cdiv as _cdiv, tile_samples, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
 from ._memo import memo
-from ._reuse import reuse_histogram, window_span
+from ._reuse import line_share, refresh_matrix, reuse_histogram, window_span
 
 __all__ = ["a_window"]
 
@@ -26,7 +26,8 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     """The figures of A's window that depend on neither the GPU's L1 nor its L2 (memoized, read-only):
     (reuse histogram, valid rows per filter position and in all, the cross-wave window spans, lines per
     row access of a k-step and of a window over all filter positions, distinct lines per missed row over
-    a CTA lifetime, sectors the next channel block re-reads, A's distinct sectors and lines)."""
+    a CTA lifetime, sectors the next channel block re-reads, A's distinct sectors and lines, nchw's run
+    sectors, and the line refreshes of `_reuse.refresh_matrix`)."""
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
     sh, sw, ph, pw, dh, dw = win.sh, win.sw, win.ph, win.pw, win.dh, win.dw
     P, Q = win.p, win.q
@@ -36,6 +37,11 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     hist = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, dense, tile_edge,
                            win.reverse)
     rows_t = hist.sum(axis=1)                  # valid rows (all tiles) per filter position
+    # positions that touch a reused pixel's end lines through its neighbours (nhwc, pixels that are
+    # not whole lines, taps off the stride grid): they renew the line's LRU age
+    share = line_share(unit, min(C, tk) * eb, sw, LINE, SEC) if nhwc else np.zeros(1, np.float64)
+    ref = refresh_matrix(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, tile_edge, win.reverse,
+                         share) if share.any() else np.zeros((R * S, R * S), np.float64)
     rows_total = float(rows_t.sum())
     # the A lines between a previous occupant's round t and this CTA's, in windows: its first touches
     # up to t and, sweeping back, from t on (one sweep over the positions: nhwc with one channel block)
@@ -82,7 +88,8 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
         per_row = C * sw * eb / SEC                   # the dense count's sectors per row
         ends = _nchw_run_sectors(win._replace(r=1, s=1), tm, eb, SEC) - rows_total / (R * S) * per_row
         run_sectors = rows_total * per_row + R * max(0.0, ends)
-    return hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors
+    return (hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors,
+            ref)
 
 
 def _nchw_run_sectors(win, tm, eb, SEC) -> float:
