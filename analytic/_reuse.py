@@ -30,10 +30,12 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
     """hist[t, d] (d = 1 .. R*S-1): valid A row accesses at filter position t (= r*S + s) of one
     channel block whose nearest earlier access to the same data (same CTA, same channel block) was
     d filter positions before; hist[t, 0]: first touches. Row pairs are matched by the shift (dp, dq) of filter positions; the pair stays in the
-    CTA with probability 1 - edge*|dm|/tile_m (tile edges). ``frac_w``: consecutive rows of an output
-    row fall in the same or adjacent sectors, so a column shift that is not a multiple of the stride
-    still reuses data (fractional dq). ``reverse``: the k-steps visit the filter positions in reverse
-    order (position t is (r, s) of index R*S - 1 - t; dgrad)."""
+    CTA with probability 1 - edge*|dm|/tile_m (tile edges). ``frac_w[k]`` (length sw): the share of a
+    row's data that a column shift leaving k = ddw mod sw != 0 still reaches (fractional dq): 1 where
+    consecutive rows of an output row fall in the same or adjacent sectors; `line_share` for the
+    lines of wider pixels (`a_window`'s line-level histogram); 0: no reuse off the stride grid.
+    ``reverse``: the k-steps visit the filter positions in reverse order (position t is (r, s) of
+    index R*S - 1 - t; dgrad)."""
     RS = R * S
     hist = np.zeros((RS, RS), np.float64)
     M = N * P * Q
@@ -58,12 +60,14 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
             if ddh % sh:
                 continue
             dp = ddh // sh
+            wgt = 1.0
             if ddw % sw == 0:
                 dq = float(ddw // sw)
-            elif frac_w:
-                dq = ddw / sw
             else:
-                continue
+                wgt = frac_w[ddw % sw]
+                if wgt <= 0.0:
+                    continue
+                dq = ddw / sw
             dm = dp * Q + dq
             if tiles_m > 1:
                 tf = 1.0 - edge * abs(dm) / tile_m
@@ -73,7 +77,7 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
                 tf = 1.0
             if tf <= 0.0:
                 continue
-            cov = N * _overlap_1d(plo, phi, dp, P) * _overlap_1d(qlo, qhi, dq, Q) * tf
+            cov = N * _overlap_1d(plo, phi, dp, P) * _overlap_1d(qlo, qhi, dq, Q) * tf * wgt
             if cov > rows:
                 cov = rows
             if cov > cum:
@@ -207,8 +211,8 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
     lines into the window).
 
     ``ref`` (`refresh_matrix`, nhwc): positions in between that touch the reused line without its
-    sector renew its LRU age; the reuse then hits if every stretch between the line's touches stays
-    below the ways (`_chain_hit`).
+    sector renew its LRU age, in the L1 and in the L2; the reuse then hits if every stretch between the
+    line's touches stays below the ways (`_chain_hit`).
 
     Also returns the rows whose reuse misses L1 *and* L2 (nhwc): in lockstep every CTA of the
     wave touches its own window's lines in the meantime, L2 distance / capacity =
@@ -240,25 +244,36 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
                 pm = hv
             else:
                 pm = hv * (x - lo) / (hi - lo)
+            renewed = False
             if union:
                 for u in range(t - d + 1, t):
                     if ref[t, u] > 0.0:
-                        pm = hv * (1.0 - _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra,
-                                                    ways, lo, hi, chain))
+                        renewed = True
                         break
+            if renewed:
+                pm = hv * (1.0 - _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi,
+                                            l2a, l2b, l2_ways, l2_cliff, False, chain))
             total += pm
             if union and l2a > 0:
-                total2 += pm * l2_miss_prob(ua * l2a + d * l2b, l2_ways, l2_cliff)
+                if renewed:
+                    total2 += pm * (1.0 - _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways,
+                                                     lo, hi, l2a, l2b, l2_ways, l2_cliff, True, chain))
+                else:
+                    total2 += pm * l2_miss_prob(ua * l2a + d * l2b, l2_ways, l2_cliff)
     return total, total2
 
 
 @njit(cache=True)
-def _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, alive):
+def _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, l2a, l2b, l2_ways, l2_cliff,
+               l2, alive):
     """Hit probability of a sector reuse at position t from t - d whose line positions u in between
     touch with probability ref[t, u] (independently): the line survives each stretch v -> u between
-    touches with the hit probability of that stretch's own window (distinct A lines of win[u, u - v],
-    the B lines of u - v rounds), as `miss_rows` judges a whole window. alive[v]: probability that the
-    line's last touch so far was at v and it is still in the L1 (scratch, length >= R*S)."""
+    touches with the hit probability of that stretch's own window, as `miss_rows` judges a whole
+    window: in the L1 (``l2`` False) its distinct A lines win[u, u - v] over ``nsa`` sets and the B lines
+    of u - v rounds; in the L2 (``l2`` True; the neighbours' sectors are new to the L1, so their
+    accesses reach the L2 and renew the line there too) the wave's A lines and u - v rounds of its B
+    lines. alive[v]: probability that the line's last touch so far was at v and it is still held
+    (scratch, length >= R*S)."""
     for v in range(t - d, t + 1):
         alive[v] = 0.0
     alive[t - d] = 1.0
@@ -271,11 +286,14 @@ def _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, 
             if alive[v] == 0.0:
                 continue
             g = u - v
-            bd = g * bfrac + 1.0
-            if bd > g:
-                bd = g
-            x = (scale_a * win[u, g] / nsa + bd * other + extra) / ways
-            reach += alive[v] * _ramp(x, lo, hi)
+            if l2:
+                keep = 1.0 - l2_miss_prob(scale_a * win[u, g] * l2a + g * l2b, l2_ways, l2_cliff)
+            else:
+                bd = g * bfrac + 1.0
+                if bd > g:
+                    bd = g
+                keep = _ramp((scale_a * win[u, g] / nsa + bd * other + extra) / ways, lo, hi)
+            reach += alive[v] * keep
             alive[v] *= 1.0 - rho
         alive[u] = reach * rho
     return alive[t]
@@ -313,7 +331,7 @@ def _life_hit(a_life, b_life, span, cap, lo, hi):
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
-               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span, ref):
+               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span, ref, hist_line):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
@@ -348,7 +366,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     miss2_frac_a = 0.0
     hit_b = 0.0
     lat = np.empty(rows_t.shape[0], np.float64)
-    win = window_rows(hist, phase, nphase)
+    win = window_rows(hist_line, phase, nphase)
     for ci in range(cfg.shape[0]):
         wgt = cfg[ci, 0]
         k = cfg[ci, 1]

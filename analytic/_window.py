@@ -27,27 +27,35 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     (reuse histogram, valid rows per filter position and in all, the cross-wave window spans, lines per
     row access of a k-step and of a window over all filter positions, distinct lines per missed row over
     a CTA lifetime, sectors the next channel block re-reads, A's distinct sectors and lines, nchw's run
-    sectors, and the line refreshes of `_reuse.refresh_matrix`)."""
+    sectors, the line refreshes of `_reuse.refresh_matrix` and the line-level reuse histogram)."""
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
     sh, sw, ph, pw, dh, dw = win.sh, win.sw, win.ph, win.pw, win.dh, win.dw
     P, Q = win.p, win.q
     tiles_m = _cdiv(N * P * Q, tm)
     unit = C * eb if nhwc else eb                  # bytes per input column w
     dense = unit < SEC
-    hist = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, dense, tile_edge,
+    frac = np.full(max(sw, 1), 1.0 if dense else 0.0)
+    hist = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, frac, tile_edge,
                            win.reverse)
     rows_t = hist.sum(axis=1)                  # valid rows (all tiles) per filter position
     # positions that touch a reused pixel's end lines through its neighbours (nhwc, pixels that are
-    # not whole lines, taps off the stride grid): they renew the line's LRU age
+    # not whole lines, taps off the stride grid): they renew the line's LRU age, and a window's
+    # distinct lines count those neighbours' rows once (the line-level histogram)
     share = line_share(unit, min(C, tk) * eb, sw, LINE, SEC) if nhwc else np.zeros(1, np.float64)
-    ref = refresh_matrix(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, tile_edge, win.reverse,
-                         share) if share.any() else np.zeros((R * S, R * S), np.float64)
+    if share.any():
+        ref = refresh_matrix(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, tile_edge, win.reverse,
+                             share)
+        hist_line = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, share, tile_edge,
+                                    win.reverse)
+    else:
+        ref = np.zeros((R * S, R * S), np.float64)
+        hist_line = hist
     rows_total = float(rows_t.sum())
     # the A lines between a previous occupant's round t and this CTA's, in windows: its first touches
     # up to t and, sweeping back, from t on (one sweep over the positions: nhwc with one channel block)
     span = _ONE_SPAN
     if nhwc and _cdiv(C, tk) == 1 and R * S > 1:
-        back = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, dense, tile_edge,
+        back = reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tm, tiles_m, frac, tile_edge,
                                not win.reverse)
         span = window_span(hist, back)
     # lines a k-step reads per row access (rows at their byte stride, blocks and filter positions at
@@ -89,7 +97,7 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
         ends = _nchw_run_sectors(win._replace(r=1, s=1), tm, eb, SEC) - rows_total / (R * S) * per_row
         run_sectors = rows_total * per_row + R * max(0.0, ends)
     return (hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors,
-            ref)
+            ref, hist_line)
 
 
 def _nchw_run_sectors(win, tm, eb, SEC) -> float:

@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from analytic._counts import _ramp
+from analytic._l2 import l2_miss_prob
 from analytic._reuse import _chain_hit, line_share, refresh_matrix, reuse_histogram, window_rows
 
 LINE, SEC = 128, 32
@@ -91,9 +92,9 @@ def test_refresh_matrix_against_rows(W, S, sw, pw, dw):
             assert abs(ref[t, u] * rows[t] - want[t, u]) <= 1.0 + 1e-9, (t, u, ref[t, u] * rows[t], want[t, u])
 
 
-def naive_chain_hit(ref, t, d, x_of, lo, hi):
+def naive_chain_hit(ref, t, d, keep):
     """Every subset of the positions in between as the line's touches, with its probability; the line
-    survives if each stretch between consecutive touches hits."""
+    survives if it is kept over each stretch between consecutive touches (keep(u, length))."""
     between = list(range(t - d + 1, t))
     total = 0.0
     for pattern in itertools.product((0, 1), repeat=len(between)):
@@ -106,34 +107,38 @@ def naive_chain_hit(ref, t, d, x_of, lo, hi):
         touches.append(t)
         survive = 1.0
         for v, u in zip(touches, touches[1:]):
-            survive *= _ramp(x_of(u, u - v), lo, hi)
+            survive *= keep(u, u - v)
         total += prob * survive
     return total
 
 
 @given(st.integers(1, 3), st.integers(2, 5), st.integers(0, 2), st.integers(10, 60),
-       st.floats(0.0, 30.0), st.floats(0.1, 1.0), st.data())
+       st.floats(0.0, 30.0), st.floats(0.1, 1.0), st.booleans(), st.data())
 @settings(max_examples=120, deadline=None)
-def test_chain_hit_against_refresh_patterns(R, S, pw, W, other, bfrac, data):
+def test_chain_hit_against_refresh_patterns(R, S, pw, W, other, bfrac, in_l2, data):
     sw = 2
     Q = (W + 2 * pw - (S - 1) - 1) // sw + 1
     if Q < 2 or pw >= S:
         return
-    hist = reuse_histogram(1, 3 * R, W, R, S, 1, sw, 0, pw, 1, 1, 3 * R - R + 1, Q, 10 ** 6, 1, False, 0.0,
-                           False)
+    hist = reuse_histogram(1, 3 * R, W, R, S, 1, sw, 0, pw, 1, 1, 3 * R - R + 1, Q, 10 ** 6, 1, np.zeros(sw),
+                           0.0, False)
     RS = R * S
     win = window_rows(hist, np.zeros(RS, np.int64), 1)
     ref = np.array([[data.draw(st.sampled_from([0.0, 0.3, 1.0])) if u < t else 0.0 for u in range(RS)]
                     for t in range(RS)])
     scale_a, nsa, ways, extra, lo, hi = 0.5, 4.0, data.draw(st.sampled_from([4.0, 8.0, 16.0])), 0.0, 0.95, 1.1
+    l2a, l2b, l2_ways, l2_cliff = data.draw(st.sampled_from([0.01, 0.05])), 0.02, 16.0, (0.12, 0.3)
 
-    def x_of(u, g):
-        return (scale_a * win[u, g] / nsa + min(g, g * bfrac + 1.0) * other + extra) / ways
+    def keep(u, g):
+        if in_l2:
+            return 1.0 - l2_miss_prob(scale_a * win[u, g] * l2a + g * l2b, l2_ways, l2_cliff)
+        return _ramp((scale_a * win[u, g] / nsa + min(g, g * bfrac + 1.0) * other + extra) / ways, lo, hi)
 
     for t in range(1, RS):
         for d in range(1, min(t, 8) + 1):
-            got = _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, np.empty(RS))
-            want = naive_chain_hit(ref, t, d, x_of, lo, hi)
+            got = _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, l2a, l2b, l2_ways,
+                             l2_cliff, in_l2, np.empty(RS))
+            want = naive_chain_hit(ref, t, d, keep)
             assert abs(got - want) < 1e-9, (t, d, got, want)
             if not ref[t, t - d + 1:t].any():
-                assert abs(got - _ramp(x_of(t, d), lo, hi)) < 1e-12
+                assert abs(got - keep(t, d)) < 1e-12

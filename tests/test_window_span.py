@@ -1,5 +1,6 @@
 """analytic._reuse.window_span against the input pixels a single tile's filter positions touch, counted
 one by one (one-dimensional filters, where the histogram's nearest-predecessor overlap is the union)."""
+import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from analytic._reuse import reuse_histogram, window_span
@@ -27,7 +28,7 @@ def test_span_of_a_one_dimensional_filter(W, S, sw, pw, dw, reverse):
     Q = (W + 2 * pw - (S - 1) * dw - 1) // sw + 1
     if Q < 1 or (S - 1) * dw >= W + 2 * pw:
         return
-    args = (1, 1, W, 1, S, 1, sw, 0, pw, 1, dw, 1, Q, 10 ** 6, 1, False, 1.0)
+    args = (1, 1, W, 1, S, 1, sw, 0, pw, 1, dw, 1, Q, 10 ** 6, 1, np.zeros(sw), 1.0)
     fwd = reuse_histogram(*args, reverse)
     back = reuse_histogram(*args, not reverse)
     got = window_span(fwd, back)
