@@ -33,7 +33,8 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-__all__ = ["l2_miss_prob", "refetch_misses", "footprint", "swept_rereads", "cliff_params", "hash_dispersion"]
+__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "refetch_misses", "footprint", "swept_rereads",
+           "cliff_params", "hash_dispersion"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -44,6 +45,12 @@ def hash_dispersion(slices: int, sets: int, ways: int, index: str) -> float:
     of line // slices). 0 for an even spread, 1 for lines dropped at random. Numpy, once per geometry
     (a100: 327,680 lines, a few ms)."""
     lines = np.arange(slices * sets * ways, dtype=np.int64)
+    counts = np.bincount(_set_ids(lines, slices, sets, index), minlength=slices * sets)
+    return float(counts.var() / counts.mean())
+
+
+def _set_ids(lines, slices, sets, index):
+    """slice x sets + set of each line (DESIGN section 4; numpy)."""
     q = lines // slices
     if index == "xor":
         sl = (lines ^ (lines >> 7) ^ (lines >> 14)) % slices
@@ -52,8 +59,70 @@ def hash_dispersion(slices: int, sets: int, ways: int, index: str) -> float:
     else:
         sl = lines % slices
         st = q & (sets - 1) if sets & (sets - 1) == 0 else q % sets
-    counts = np.bincount(sl * sets + st, minlength=slices * sets)
-    return float(counts.var() / counts.mean())
+    return sl * sets + st
+
+
+#: windows of the strided pattern tabulated by `pattern_cliff`, in useful L2 capacities
+PATTERN_X_MAX = 2.0
+PATTERN_X = np.linspace(0.0, PATTERN_X_MAX, 101)
+
+
+@functools.lru_cache(maxsize=256)
+def pattern_cliff(slices: int, sets: int, ways: int, index: str, capacity: float, pitch: int, width: int,
+                  line: int):
+    """P(miss) of a reuse whose LRU window holds x useful L2 capacities (``PATTERN_X``) of lines laid
+    out as A's rows lay them: ``width`` bytes every ``pitch`` bytes (one channel block of consecutive
+    pixels, nhwc). Where the rows skip lines (a block narrower than a pixel of several lines), the
+    window reaches every k-th line only, and the GPU's slice and set functions spread such lines far
+    less evenly than contiguous ones (a100, lines 4 apart: 18 % of a window of half the L2 falls in
+    overfull sets, contiguous lines none): counted exactly, a line misses when its set holds more than
+    ``ways`` of the window's lines, over the window's prefixes in address order. None where the rows'
+    lines are contiguous (`l2_miss_prob`'s cliff holds). Numpy, memoized per geometry and pattern
+    (a100, h100: two L2s of lines, about 40 ms)."""
+    if pitch <= line or width >= pitch:
+        return None
+    cap = slices * sets * ways * capacity
+    need = int(PATTERN_X[-1] * cap) + 1
+    per_row = (width - 1) // line + 2
+    rows = need // max(1, (width - 1) // line + 1) + 2
+    starts = np.arange(rows, dtype=np.int64) * pitch
+    lines = (starts[:, None] // line + np.arange(per_row)[None, :]).ravel()
+    ends = ((starts + width - 1) // line)[:, None]
+    lines = lines[(lines <= np.broadcast_to(ends, (rows, per_row)).ravel())]
+    lines = lines[np.concatenate(([True], np.diff(lines) > 0))][:need]
+    if lines[-1] - lines[0] + 1 == lines.shape[0]:
+        return None                                  # contiguous after all
+    f = np.minimum(np.maximum(1, (PATTERN_X * cap).astype(np.int64)), lines.shape[0])
+    sid = _set_ids(lines, slices, sets, index)
+    # the window's lines per set, grown prefix by prefix; a line misses when its set holds more than
+    # `ways` of them
+    counts = np.zeros(slices * sets, np.int64)
+    miss = np.zeros(f.shape[0], np.float64)
+    done = 0
+    for j in range(1, f.shape[0]):
+        if f[j] > done:
+            counts += np.bincount(sid[done:f[j]], minlength=counts.shape[0])
+            done = f[j]
+        miss[j] = counts[counts > ways].sum() / f[j]
+    return miss
+
+
+@njit(cache=True)
+def l2_miss_window(x, ways, cliff, tab):
+    """`l2_miss_prob`, or where ``tab`` (`pattern_cliff`, length > 1) holds the window's own
+    pattern, its tabulated P(miss) at x (linear between the points; 1 beyond the last)."""
+    n = tab.shape[0]
+    if n < 2:
+        return l2_miss_prob(x, ways, cliff)
+    if x <= 0.0:
+        return 0.0
+    step = PATTERN_X_MAX / (n - 1)
+    pos = x / step
+    i = int(pos)
+    if i >= n - 1:
+        return max(tab[n - 1], min(1.0, l2_miss_prob(x, ways, cliff)))
+    frac = pos - i
+    return tab[i] * (1.0 - frac) + tab[i + 1] * frac
 
 
 def cliff_params(gpu, factors) -> tuple:

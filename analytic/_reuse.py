@@ -7,12 +7,12 @@ import numpy as np
 from simcore._jit import njit
 
 from ._counts import _ramp, _range_1d
-from ._l2 import l2_miss_prob
+from ._l2 import l2_miss_window
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _l2.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "385416f3dc0ca956"
+_JIT_DEPS_SHA256 = "2de2fdff6d12d71f"
 
 
 @njit(cache=True)
@@ -197,7 +197,7 @@ def window_rows(hist, phase, nphase):
 
 @njit(cache=True)
 def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, bfrac, extra,
-              l2a, l2b, l2_ways, l2_cliff, ref):
+              l2a, l2b, l2_ways, l2_cliff, ref, l2_tab):
     """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
     (linear ramp lo..hi).
 
@@ -252,20 +252,20 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
                         break
             if renewed:
                 pm = hv * (1.0 - _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi,
-                                            l2a, l2b, l2_ways, l2_cliff, False, chain))
+                                            l2a, l2b, l2_ways, l2_cliff, l2_tab, False, chain))
             total += pm
             if union and l2a > 0:
                 if renewed:
                     total2 += pm * (1.0 - _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways,
-                                                     lo, hi, l2a, l2b, l2_ways, l2_cliff, True, chain))
+                                                     lo, hi, l2a, l2b, l2_ways, l2_cliff, l2_tab, True, chain))
                 else:
-                    total2 += pm * l2_miss_prob(ua * l2a + d * l2b, l2_ways, l2_cliff)
+                    total2 += pm * l2_miss_window(ua * l2a + d * l2b, l2_ways, l2_cliff, l2_tab)
     return total, total2
 
 
 @njit(cache=True)
 def _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, l2a, l2b, l2_ways, l2_cliff,
-               l2, alive):
+               l2_tab, l2, alive):
     """Hit probability of a sector reuse at position t from t - d whose line positions u in between
     touch with probability ref[t, u] (independently): the line survives each stretch v -> u between
     touches with the hit probability of that stretch's own window, as `miss_rows` judges a whole
@@ -287,7 +287,7 @@ def _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, 
                 continue
             g = u - v
             if l2:
-                keep = 1.0 - l2_miss_prob(scale_a * win[u, g] * l2a + g * l2b, l2_ways, l2_cliff)
+                keep = 1.0 - l2_miss_window(scale_a * win[u, g] * l2a + g * l2b, l2_ways, l2_cliff, l2_tab)
             else:
                 bd = g * bfrac + 1.0
                 if bd > g:
@@ -331,7 +331,7 @@ def _life_hit(a_life, b_life, span, cap, lo, hi):
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
-               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span, ref, hist_line):
+               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span, ref, hist_line, l2_tab):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
@@ -404,7 +404,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     # window: new lines only where a position's filter bytes leave the previous line
                     extra = lines_b / nmax * min(1.0, bfrac) if brep else 0.0
                     m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
-                                       extra, l2a_w / na, l2b, l2_ways, l2_cliff, ref)
+                                       extra, l2a_w / na, l2b, l2_ways, l2_cliff, ref, l2_tab)
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total

@@ -386,6 +386,8 @@ def _wave(w, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, sums
     sums[2] += weight * (b - a)
     sums[3] += weight
     sums[4] += weight * nruns
+    sums[5] += weight * (b - a) * na
+    sums[6] += weight * (b - a) * nb
 
 
 @njit(cache=True)
@@ -399,13 +401,15 @@ def wave_stats(tiles_m, tiles_n, swz, per_wave, max_samples):
     hist_h[g]: halo re-reads: boundaries (x, x + 1) between adjacent tile_m touched by the wave
     (one of the two tiles is in it) that were touched before, g waves earlier (the more recent of
     the two tiles' last reads before the wave).
-    sums: [distinct tile_m, distinct tile_n, CTAs, waves, tile_m runs], summed over waves."""
+    sums: [distinct tile_m, distinct tile_n, CTAs, waves, tile_m runs, CTAs x distinct tile_m, CTAs x
+    distinct tile_n], summed over waves (the last two give the tiles of a CTA's own wave, averaged over
+    CTAs rather than waves)."""
     ctas = tiles_m * tiles_n
     waves = (ctas + per_wave - 1) // per_wave
     hist_a = np.zeros(GAP_MAX + 1, np.float64)
     hist_b = np.zeros(GAP_MAX + 1, np.float64)
     hist_h = np.zeros(GAP_MAX + 1, np.float64)
-    sums = np.zeros(5, np.float64)
+    sums = np.zeros(7, np.float64)
     n_inner = waves - 1
     take = min(n_inner, max(1, max_samples))
     if n_inner > 0:

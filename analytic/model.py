@@ -17,7 +17,7 @@ from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, dirty_at_end, layer_t
 from ._common import nsets as _nsets
 from ._counts import l1_counts
 from ._geometry import dgrad_subproblems, geometry, geometry_check
-from ._l2 import cliff_params, l2_miss_prob, refetch_misses, swept_rereads
+from ._l2 import cliff_params, l2_miss_prob, pattern_cliff, refetch_misses, swept_rereads
 from ._memo import memo
 from ._reuse import l1_configs
 from ._schedule import SM_SAMPLES, WAVE_SAMPLES, sm_config_summary, wave_stats
@@ -29,6 +29,9 @@ from simcore import metrics as Mx
 from .factors import resolve_factors
 
 __all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
+
+
+_NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
 
 
 def _check_modelled(layer, gpu, kernel):
@@ -264,13 +267,19 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     # tiles (lines_a_t counts one CTA's A lines times na) and its B lines per round
     cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
     if nhwc:
-        l2a_w = na_wave / cap_lines
-        l2b = nb_wave * b_lines_round / cap_lines
+        # the tiles of each CTA's own wave, averaged over CTAs (a partial last wave holds few of them)
+        l2a_w = wsum[5] / wsum[2] / cap_lines
+        l2b = wsum[6] / wsum[2] * b_lines_round / cap_lines
     else:
         l2a_w = 0.0
         l2b = 0.0
     l2_ways = float(gpu.l2_ways)
     cliff = cliff_params(gpu, f)
+    # a within-CTA reuse's L2 window holds one channel block of consecutive rows: where those skip
+    # lines, the cliff of that pattern through the GPU's own slice and set functions
+    l2_tab = pattern_cliff(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, float(f.l2_capacity),
+                           sw * C * eb, min(C, tk) * eb, LINE) if nhwc else None
+    l2_tab = _NO_TABLE if l2_tab is None else l2_tab
     # L1 set class of each filter position's A lines (nhwc, line-aligned pixels): positions whose
     # offsets differ by other than a multiple of the set step put their lines in other sets
     phase = np.zeros(R * S, np.int64)
@@ -293,7 +302,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
         lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1, float(ns_life),
         bfrac, l2a_w, l2b,
-        l2_ways, cliff, span, ref, hist_line)
+        l2_ways, cliff, span, ref, hist_line, l2_tab)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
     l1_hit_b = 0.0 if bypasses_l1(kinds) else sec_b * min(1.0, hit_b)

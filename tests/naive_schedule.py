@@ -74,7 +74,7 @@ def naive_wave_stats(tiles_m, tiles_n, swz, per_wave, gap_max):
     hist_a = [0.0] * (gap_max + 1)
     hist_b = [0.0] * (gap_max + 1)
     hist_h = [0.0] * (gap_max + 1)
-    sums = [0.0] * 5
+    sums = [0.0] * 7
     last_m, last_n = {}, {}           # tile -> last wave that read it
     for w in range(nwaves):
         wave = blocks[w * per_wave:(w + 1) * per_wave]
@@ -102,6 +102,8 @@ def naive_wave_stats(tiles_m, tiles_n, swz, per_wave, gap_max):
         sums[2] += len(wave)
         sums[3] += 1
         sums[4] += runs
+        sums[5] += len(wave) * len(ms)          # each CTA sees its own wave's distinct tiles
+        sums[6] += len(wave) * len(ns)
         for x in ms:
             last_m[x] = w
         for y in ns:

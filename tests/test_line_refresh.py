@@ -137,7 +137,7 @@ def test_chain_hit_against_refresh_patterns(R, S, pw, W, other, bfrac, in_l2, da
     for t in range(1, RS):
         for d in range(1, min(t, 8) + 1):
             got = _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, l2a, l2b, l2_ways,
-                             l2_cliff, in_l2, np.empty(RS))
+                             l2_cliff, np.zeros(0), in_l2, np.empty(RS))
             want = naive_chain_hit(ref, t, d, keep)
             assert abs(got - want) < 1e-9, (t, d, got, want)
             if not ref[t, t - d + 1:t].any():

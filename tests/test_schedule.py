@@ -80,7 +80,8 @@ def test_hand_made_swizzle_and_partial_row():
     assert hist_b[1] == 3 and hist_b.sum() == 3
     # boundaries: wave 1 touches (0,1) and (1,2), both read before (gap 1); wave 2 touches (1,2): gap 1
     assert hist_h[1] == 3 and hist_h.sum() == 3
-    assert list(sums) == [2 + 3 + 1, 2 + 3 + 1, 9, 3, 1 + 1 + 1]
+    # CTA-weighted: waves of 4, 4 and 1 CTAs with 2, 3 and 1 distinct tile_m (and tile_n)
+    assert list(sums) == [2 + 3 + 1, 2 + 3 + 1, 9, 3, 1 + 1 + 1, 4 * 2 + 4 * 3 + 1, 4 * 2 + 4 * 3 + 1]
 
 
 def test_sampled_statistics_stay_close_to_exhaustive():

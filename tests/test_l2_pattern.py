@@ -1,0 +1,65 @@
+"""`analytic._l2.pattern_cliff` against a naive sliced L2 (tests/naive_cache.py): a window of the
+pattern's lines swept twice, the second sweep's misses are the reuses the window evicts."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from analytic._l2 import PATTERN_X, l2_miss_prob, l2_miss_window, pattern_cliff
+from simcore.config import CacheConfig
+
+from .naive_cache import NaiveHierarchy
+
+LINE = 128
+
+
+def pattern_lines(pitch, width, count):
+    """The first ``count`` distinct lines of rows of ``width`` bytes every ``pitch`` bytes."""
+    out, row = [], 0
+    while len(out) < count:
+        for line in range(row * pitch // LINE, (row * pitch + width - 1) // LINE + 1):
+            if not out or line > out[-1]:
+                out.append(line)
+        row += 1
+    return out[:count]
+
+
+def second_sweep_misses(lines, slices, sets, ways, index):
+    l1 = CacheConfig(size_bytes=LINE * 4, ways=4)
+    l2 = CacheConfig(size_bytes=LINE * sets * ways, ways=ways, index=index)
+    h = NaiveHierarchy(l1, 1, l2, slices, slice_hash=index)
+    for line in lines:
+        h._l2(line * LINE, False, "A")
+    before = h.counts["lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"]
+    for line in lines:
+        h._l2(line * LINE, False, "A")
+    return h.counts["lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"] - before
+
+
+@given(st.sampled_from([3, 4, 6, 10]), st.sampled_from([4, 8, 16]), st.sampled_from([2, 4, 8]),
+       st.sampled_from(["xor", "linear"]), st.integers(5, 40), st.integers(1, 8), st.data())
+@settings(max_examples=40, deadline=None)
+def test_pattern_cliff_against_a_naive_l2(slices, sets, ways, index, pitch32, width16, data):
+    pitch, width = pitch32 * 32, min(width16 * 16, pitch32 * 32 - 16)
+    tab = pattern_cliff(slices, sets, ways, index, 1.0, pitch, width, LINE)
+    lines = pattern_lines(pitch, width, 4)
+    if tab is None:
+        # contiguous rows: every line between the first and the last is touched
+        many = pattern_lines(pitch, width, 64)
+        assert many == list(range(many[0], many[0] + 64))
+        return
+    cap = slices * sets * ways
+    for i in data.draw(st.lists(st.integers(1, len(PATTERN_X) - 1), min_size=1, max_size=4)):
+        count = max(1, int(PATTERN_X[i] * cap))
+        lines = pattern_lines(pitch, width, count)
+        want = second_sweep_misses(lines, slices, sets, ways, index) / count
+        assert abs(tab[i] - want) < 1e-12, (i, count, tab[i], want)
+
+
+def test_strided_windows_overflow_sets_that_contiguous_ones_do_not():
+    # a100's geometry (160 slices of 128 sets, 16 ways): lines 4 apart crowd the sets
+    tab = pattern_cliff(160, 128, 16, "xor", 1.0, 512, 32, LINE)
+    half = int(np.argmin(abs(PATTERN_X - 0.5)))
+    assert tab[half] > 0.1 and l2_miss_prob(0.5, 16.0, (0.19, 0.51)) < 0.01
+    assert pattern_cliff(160, 128, 16, "xor", 1.0, 128, 32, LINE) is None
+    # the window function reads the table between its points, and the analytic cliff without one
+    assert abs(l2_miss_window(PATTERN_X[half], 16.0, (0.19, 0.51), tab) - tab[half]) < 1e-12
+    assert l2_miss_window(0.5, 16.0, (0.19, 0.51), np.zeros(0)) == l2_miss_prob(0.5, 16.0, (0.19, 0.51))
