@@ -26,6 +26,37 @@ def _overlap_1d(lo, hi, shift, size):
 
 
 @njit(cache=True)
+def _tap(t, RS, S, reverse):
+    """(r, s) of the filter position at k-step order t (reversed: dgrad)."""
+    tt = RS - 1 - t if reverse else t
+    return tt // S, tt % S
+
+
+@njit(cache=True)
+def _tap_box(t, RS, S, reverse, N, P, H, sh, ph, dh, Q, W, sw, pw, dw):
+    """(r, s, output rows plo..phi and columns qlo..qhi whose tap t lies in the image, their count x N)."""
+    r, s = _tap(t, RS, S, reverse)
+    plo, phi = _range_1d(P, H, sh, ph, dh, r)
+    qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
+    return r, s, plo, phi, qlo, qhi, N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+
+
+@njit(cache=True)
+def _pair_cover(N, P, Q, plo, phi, qlo, qhi, dp, dq, tile_m, tiles_m, M, edge):
+    """Rows of a tap's box whose output shifted by (dp, dq) is in the box too, times the chance that the
+    pair stays in one CTA (1 - edge |dm| / tile_m, dm the GEMM rows between them; 0 beyond a tile)."""
+    dm = dp * Q + dq
+    tf = 1.0
+    if tiles_m > 1:
+        tf = 1.0 - edge * abs(dm) / tile_m
+        if abs(dm) >= min(tile_m, M):
+            tf = 0.0
+    if tf <= 0.0:
+        return 0.0
+    return N * _overlap_1d(plo, phi, dp, P) * _overlap_1d(qlo, qhi, dq, Q) * tf
+
+
+@njit(cache=True)
 def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m, frac_w, edge, reverse):
     """hist[t, d] (d = 1 .. R*S-1): valid A row accesses at filter position t (= r*S + s) of one
     channel block whose nearest earlier access to the same data (same CTA, same channel block) was
@@ -40,26 +71,16 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
     hist = np.zeros((RS, RS), np.float64)
     M = N * P * Q
     for t in range(RS):
-        tt = RS - 1 - t if reverse else t
-        r = tt // S
-        s = tt % S
-        plo, phi = _range_1d(P, H, sh, ph, dh, r)
-        qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
-        rows = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+        r, s, plo, phi, qlo, qhi, rows = _tap_box(t, RS, S, reverse, N, P, H, sh, ph, dh, Q, W, sw, pw, dw)
         if rows == 0:
             continue
         cum = 0.0
         for d in range(1, t + 1):
-            t2 = t - d
-            if reverse:
-                t2 = RS - 1 - t2
-            r2 = t2 // S
-            s2 = t2 % S
+            r2, s2 = _tap(t - d, RS, S, reverse)
             ddh = (r - r2) * dh
             ddw = (s - s2) * dw
             if ddh % sh:
                 continue
-            dp = ddh // sh
             wgt = 1.0
             if ddw % sw == 0:
                 dq = float(ddw // sw)
@@ -68,16 +89,7 @@ def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m
                 if wgt <= 0.0:
                     continue
                 dq = ddw / sw
-            dm = dp * Q + dq
-            if tiles_m > 1:
-                tf = 1.0 - edge * abs(dm) / tile_m
-                if abs(dm) >= min(tile_m, M):
-                    tf = 0.0
-            else:
-                tf = 1.0
-            if tf <= 0.0:
-                continue
-            cov = N * _overlap_1d(plo, phi, dp, P) * _overlap_1d(qlo, qhi, dq, Q) * tf * wgt
+            cov = _pair_cover(N, P, Q, plo, phi, qlo, qhi, ddh // sh, dq, tile_m, tiles_m, M, edge) * wgt
             if cov > rows:
                 cov = rows
             if cov > cum:
@@ -127,34 +139,19 @@ def refresh_matrix(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m,
     ref = np.zeros((RS, RS), np.float64)
     M = N * P * Q
     for t in range(RS):
-        tt = RS - 1 - t if reverse else t
-        r = tt // S
-        s = tt % S
-        plo, phi = _range_1d(P, H, sh, ph, dh, r)
-        qlo, qhi = _range_1d(Q, W, sw, pw, dw, s)
-        rows = N * max(0, phi - plo + 1) * max(0, qhi - qlo + 1)
+        r, s, plo, phi, qlo, qhi, rows = _tap_box(t, RS, S, reverse, N, P, H, sh, ph, dh, Q, W, sw, pw, dw)
         if rows == 0:
             continue
         for u in range(t):
-            t2 = RS - 1 - u if reverse else u
-            ddh = (r - t2 // S) * dh
-            ddw = (s - t2 % S) * dw
+            r2, s2 = _tap(u, RS, S, reverse)
+            ddh = (r - r2) * dh
+            ddw = (s - s2) * dw
             if ddh % sh:
                 continue
             k = ddw % sw
             if k == 0 or share[k] == 0.0:
                 continue
-            dp = ddh // sh
-            dq = ddw / sw
-            dm = dp * Q + dq
-            tf = 1.0
-            if tiles_m > 1:
-                tf = 1.0 - edge * abs(dm) / tile_m
-                if abs(dm) >= min(tile_m, M):
-                    tf = 0.0
-            if tf <= 0.0:
-                continue
-            cov = N * _overlap_1d(plo, phi, dp, P) * _overlap_1d(qlo, qhi, dq, Q) * tf
+            cov = _pair_cover(N, P, Q, plo, phi, qlo, qhi, ddh // sh, ddw / sw, tile_m, tiles_m, M, edge)
             ref[t, u] = min(1.0, cov / rows) * share[k]
     return ref
 
