@@ -39,8 +39,8 @@ API
     are ``L2_DIRTY_AT_END`` (not DRAM writes). ``metrics()`` may be called at any time.
 ``h.parallel``
     ``True`` or ``False`` force the parallel or the serial path; ``None`` (default) decides: with more
-    than one Numba thread, the first large chunks (>= 64 Ki sectors) alternate between the paths, and
-    the faster one is kept (parallel loses when the machine's other cores are busy); the next 16
+    than one Numba thread, the first large chunks (>= 64 Ki sectors) alternate between the paths (one
+    warm-up and two timed chunks each), and the faster one is kept (parallel loses when the machine's other cores are busy); the next 16
     hierarchies of the same shape and thread count in the process reuse that verdict instead of
     probing again. Serial and parallel runs give identical counts.
 
@@ -84,6 +84,13 @@ _BUCKET_PARTS = 8
 
 # Below this many sectors per chunk the parallel path's bucketing is not worth it.
 _PARALLEL_MIN_SECTORS = 1 << 16
+
+# A probe: one chunk on each path to warm it up, then this many chunks on each, alternating; a path's
+# time is its fastest timed chunk. One timed pair was too few on the 2-core development machine: a
+# training step of vgg16 (batch 32) had one probe in conv1_1 time serial at 8.5 and parallel at 16.6 ns
+# per sector (a noise spike: forced, that layer runs 0.26-0.39 s parallel against 0.35-0.40 s serial),
+# and the serial verdict then held for the next 16 layers and passes.
+_PROBE_TIMED = 2
 
 # Serial-or-parallel verdicts of finished probes, per (Numba threads, SMs, L2 slices): (parallel?,
 # how many more hierarchies may reuse it before one probes again, in case the machine's load changed).
@@ -307,8 +314,9 @@ class Hierarchy:
         """Parallel or serial for the next large chunk. Parallel pays on an idle multi-core machine
         and loses on one whose cores are busy with other work (measured on the 2-core development
         machine under load: 2 threads ran at half the 1-thread speed), so the first large chunks
-        alternate serial / parallel (the first two of them warm each path up, the next two are timed)
-        and the faster path is kept. Both give identical counts."""
+        alternate serial / parallel (the first two of them warm each path up, the next
+        2 x `_PROBE_TIMED` are timed) and the path with the faster best chunk is kept. Both give
+        identical counts."""
         probe = self._probe
         if probe is None:
             return self._parallel_chosen
@@ -321,10 +329,10 @@ class Hierarchy:
             self._parallel_chosen = verdict
             self._probe = None
             return verdict
-        if len(probe) < 4:
+        if len(probe) < 2 + 2 * _PROBE_TIMED:
             return len(probe) % 2 == 1
-        serial = probe[2][1]
-        parallel = probe[3][1]
+        serial = min(t for _, t in probe[2::2])
+        parallel = min(t for _, t in probe[3::2])
         self._parallel_chosen = parallel < serial
         self._probe = None
         _VERDICTS[key] = (self._parallel_chosen, _VERDICT_USES)

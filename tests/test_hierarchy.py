@@ -384,13 +384,13 @@ def test_automatic_choice_of_path_keeps_counts_identical(conv_stream):
     before = numba.get_num_threads()
     numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
     try:
-        for _ in range(5):                     # the same chunk 5 times: probe serial/parallel, then choose
+        for _ in range(7):                     # the same chunk 7 times: probe serial/parallel, then choose
             h.feed(req_sm, req_op, req_st, first, count, sectors)
     finally:
         numba.set_num_threads(before)
     again = v100_hierarchy()
     again.parallel = False
-    for _ in range(5):
+    for _ in range(7):
         again.feed(req_sm, req_op, req_st, first, count, sectors)
     assert h.metrics() == again.metrics()
     if numba.config.NUMBA_NUM_THREADS > 1:
@@ -407,7 +407,7 @@ def test_a_finished_probe_is_reused_by_the_next_hierarchies(conv_stream, monkeyp
         if numba.get_num_threads() < 2:
             pytest.skip("needs two Numba threads")
         first = v100_hierarchy()
-        for _ in range(5):
+        for _ in range(7):
             first.feed(*conv_stream)
         verdict = first._parallel_chosen
         reference = v100_hierarchy()
