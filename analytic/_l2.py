@@ -63,11 +63,11 @@ def _set_ids(lines, slices, sets, index):
 
 
 #: windows of the strided pattern tabulated by `pattern_cliff`, in useful L2 capacities
-PATTERN_X_MAX = 2.0
-PATTERN_X = np.linspace(0.0, PATTERN_X_MAX, 101)
+PATTERN_X_MAX = 1.5
+PATTERN_X = np.linspace(0.0, PATTERN_X_MAX, 61)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def pattern_cliff(slices: int, sets: int, ways: int, index: str, capacity: float, pitch: int, width: int,
                   line: int):
     """P(miss) of a reuse whose LRU window holds x useful L2 capacities (``PATTERN_X``) of lines laid
@@ -78,20 +78,28 @@ def pattern_cliff(slices: int, sets: int, ways: int, index: str, capacity: float
     overfull sets, contiguous lines none): counted exactly, a line misses when its set holds more than
     ``ways`` of the window's lines, over the window's prefixes in address order. None where the rows'
     lines are contiguous (`l2_miss_prob`'s cliff holds). Numpy, memoized per geometry and pattern
-    (a100, h100: two L2s of lines, about 40 ms)."""
+    (a100, h100: 1.5 L2s of lines, about 10 ms)."""
     if pitch <= line or width >= pitch:
         return None
     cap = slices * sets * ways * capacity
+    # the rows' lines repeat every `period` rows, `step` lines on: the residues (mod step) one period
+    # touches, then as many periods as the window needs
+    period = line // math.gcd(pitch, line)
+    step = period * pitch // line
+    residues = sorted({x % step for i in range(period)
+                       for x in range(i * pitch // line, (i * pitch + width - 1) // line + 1)})
+    if len(residues) == step:
+        return None                                  # every line: contiguous after all
+    return _residue_cliff(slices, sets, ways, index, cap, step, tuple(residues))
+
+
+@functools.lru_cache(maxsize=256)
+def _residue_cliff(slices, sets, ways, index, cap, step, residues):
+    """`pattern_cliff` of the lines j·step + r (r in ``residues``), ascending, for a window of useful
+    L2 capacity ``cap`` lines (patterns of other pitches and widths that touch the same lines share it)."""
     need = int(PATTERN_X[-1] * cap) + 1
-    per_row = (width - 1) // line + 2
-    rows = need // max(1, (width - 1) // line + 1) + 2
-    starts = np.arange(rows, dtype=np.int64) * pitch
-    lines = (starts[:, None] // line + np.arange(per_row)[None, :]).ravel()
-    ends = ((starts + width - 1) // line)[:, None]
-    lines = lines[(lines <= np.broadcast_to(ends, (rows, per_row)).ravel())]
-    lines = lines[np.concatenate(([True], np.diff(lines) > 0))][:need]
-    if lines[-1] - lines[0] + 1 == lines.shape[0]:
-        return None                                  # contiguous after all
+    reps = need // len(residues) + 1
+    lines = (np.arange(reps, dtype=np.int64)[:, None] * step + np.array(residues, np.int64)[None, :]).ravel()[:need]
     f = np.minimum(np.maximum(1, (PATTERN_X * cap).astype(np.int64)), lines.shape[0])
     sid = _set_ids(lines, slices, sets, index)
     # the window's lines per set, grown prefix by prefix; a line misses when its set holds more than

@@ -6,11 +6,14 @@ Predicts every conv layer of vgg16, resnet50, alexnet and googlenet (batch 1 and
 and h100 with the default kernel of each op (issue 14: the target holds for each op); "grouped": every
 conv layer of mobilenet_v2, resnext50_32x4d and efficientnet_b0 (grouped, depthwise and dense; fprop,
 the only op grouped layers run), the same GPUs and batches. Repeatedly, on
-one core, after a warm-up (Numba JIT cache), with the model's kernels compiled (`analytic.set_model_kernels`:
-a process's first predictions otherwise run interpreted). Each pass over the workload starts with the model's
-memo of GPU-independent figures cleared (`analytic._memo`): within a pass the three GPUs share each layer's
-exact counts and geometry, as a user's study of a network on three GPUs does, but no pass finds the last
-one's.
+one core, after a warm-up pass over the whole workload, with the model's kernels compiled
+(`analytic.set_model_kernels`: a process's first predictions otherwise run interpreted). The warm-up
+takes the process's one-time costs: loading the compiled kernels, and the L2 cliff tables of strided
+windows (`analytic._l2.pattern_cliff`, per GPU geometry and line pattern, about 15 ms each; the fprop
+workload has 48 over its three GPUs, 0.6-0.7 s in all), which a study pays once per GPU. Each timed pass
+over the workload starts with the model's memo of GPU-independent figures cleared (`analytic._memo`):
+within a pass the three GPUs share each layer's exact counts and geometry, as a user's study of a
+network on three GPUs does, but no pass finds the last one's.
 """
 from __future__ import annotations
 
@@ -44,8 +47,8 @@ def workload(op="fprop"):
 def measure(seconds: float = 3.0, network_api: bool = False, op: str = "fprop") -> float:
     set_model_kernels("compiled")
     cases = workload(op)
-    for layers, gpu, kernel in cases:            # warm-up
-        predict_network(layers[:1], gpu, kernel)
+    for layers, gpu, kernel in cases:            # warm-up: one pass
+        predict_network(layers, gpu, kernel)
     count = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
