@@ -70,3 +70,13 @@ def test_worker_of_another_version_is_refused(cluster, layers_file, tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --scheduler tcp://") and f"runs deltasim {installed}" in err
     assert "0.0.0-other" in err and not out.exists() and not os.path.exists(journal_path(out))
+
+
+def _saturation(dask_scheduler):
+    return dask_scheduler.WORKER_SATURATION
+
+
+def test_local_cluster_hands_each_worker_one_task_at_a_time(cluster):
+    # with Dask's default 1.1 a one-thread worker holds two tasks, and a task that kills its worker gives
+    # the one queued behind it a strike towards KilledWorker
+    assert cluster.run_on_scheduler(_saturation) == 1.0

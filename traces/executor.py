@@ -144,11 +144,16 @@ def _apply(fn, args, kwargs):
 def local_cluster(workers: int):
     """The ``distributed.LocalCluster`` of ``--jobs``: ``workers`` processes, one thread and one Numba
     thread each, no dashboard (the scheduler's HTTP routes on a free port, not on 8787, which another
-    cluster may hold), workers that ignore Ctrl-C (`dask_setup`)."""
+    cluster may hold), workers that ignore Ctrl-C (`dask_setup`), and one task at a time on each worker
+    (``worker-saturation`` 1.0): Dask's default 1.1 hands a one-thread worker two tasks, and when a task
+    kills its worker the one queued behind it takes a strike too (``allowed-failures``), so an innocent
+    case could fail as ``KilledWorker`` beside a deadly one (tests/test_sweep.py saw it)."""
+    import dask
     from distributed import LocalCluster
-    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},   # its HTTP routes: any free port
-                        silence_logs=logging.CRITICAL, env={"NUMBA_NUM_THREADS": "1"}, preload=[__name__])
+    with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},   # HTTP routes: any free port
+                            silence_logs=logging.CRITICAL, env={"NUMBA_NUM_THREADS": "1"}, preload=[__name__])
 
 
 def worker_versions() -> tuple:
