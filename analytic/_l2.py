@@ -78,7 +78,7 @@ def pattern_cliff(slices: int, sets: int, ways: int, index: str, capacity: float
     overfull sets, contiguous lines none): counted exactly, a line misses when its set holds more than
     ``ways`` of the window's lines, over the window's prefixes in address order. None where the rows'
     lines are contiguous (`l2_miss_prob`'s cliff holds). Numpy, memoized per geometry and pattern
-    (a100, h100: 1.5 L2s of lines, about 10 ms)."""
+    (a100, h100: 1.5 L2s of lines, about 15 ms)."""
     if pitch <= line or width >= pitch:
         return None
     cap = slices * sets * ways * capacity

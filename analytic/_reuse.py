@@ -12,7 +12,7 @@ from ._l2 import l2_miss_window
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _l2.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "c8103d88f7acc4b9"
+_JIT_DEPS_SHA256 = "3b8acb591576ddb9"
 
 
 @njit(cache=True)
@@ -193,6 +193,16 @@ def window_rows(hist, phase, nphase):
 
 
 @njit(cache=True)
+def _window_x(a_lines, d, nsa, other, bfrac, extra, ways):
+    """An L1 window's lines in the reused line's set, over the ways: ``a_lines`` distinct A lines over
+    ``nsa`` sets, the B lines of min(d, d * bfrac + 1) rounds (``other`` a round), ``extra`` lines."""
+    rounds = d * bfrac + 1.0
+    if rounds > d:
+        rounds = d
+    return (a_lines / nsa + rounds * other + extra) / ways
+
+
+@njit(cache=True)
 def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, bfrac, extra,
               l2a, l2b, l2_ways, l2_cliff, ref, l2_tab):
     """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
@@ -214,7 +224,8 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
     Also returns the rows whose reuse misses L1 *and* L2 (nhwc): in lockstep every CTA of the
     wave touches its own window's lines in the meantime, L2 distance / capacity =
     l2a * (A lines of the window) + l2b * d (B lines per round of the wave), in lines (L2 LRU is
-    per line: an A access fills one sector of a line); miss probability `_l2.l2_miss_prob`."""
+    per line: an A access fills one sector of a line); miss probability `_l2.l2_miss_window` (the cliff
+    of the window's own line pattern, ``l2_tab``, where its rows skip lines)."""
     RS = hist.shape[0]
     total = 0.0
     total2 = 0.0
@@ -226,30 +237,22 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
             hv = hist[t, d]
             if hv == 0.0:
                 continue
-            bd = d * bfrac + 1.0
-            if bd > d:
-                bd = d
             if union:
                 ua = scale_a * win[t, d]
-                x = (ua / nsa + bd * other + extra) / ways
+                x = _window_x(ua, d, nsa, other, bfrac, extra, ways)
             else:
                 ua = 0.0
                 x = (d * dscale * (lines_a_t[t] / nsa + other) + extra) / ways
             if x <= lo:
                 continue
-            if x >= hi:
-                pm = hv
-            else:
-                pm = hv * (x - lo) / (hi - lo)
-            renewed = False
-            if union:
-                for u in range(t - d + 1, t):
-                    if ref[t, u] > 0.0:
-                        renewed = True
-                        break
+            renewed = union and ref[t, t - d + 1:t].any()
             if renewed:
                 pm = hv * (1.0 - _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi,
                                             l2a, l2b, l2_ways, l2_cliff, l2_tab, False, chain))
+            elif x >= hi:
+                pm = hv
+            else:
+                pm = hv * (x - lo) / (hi - lo)
             total += pm
             if union and l2a > 0:
                 if renewed:
@@ -286,10 +289,7 @@ def _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, 
             if l2:
                 keep = 1.0 - l2_miss_window(scale_a * win[u, g] * l2a + g * l2b, l2_ways, l2_cliff, l2_tab)
             else:
-                bd = g * bfrac + 1.0
-                if bd > g:
-                    bd = g
-                keep = _ramp((scale_a * win[u, g] / nsa + bd * other + extra) / ways, lo, hi)
+                keep = _ramp(_window_x(scale_a * win[u, g], g, nsa, other, bfrac, extra, ways), lo, hi)
             reach += alive[v] * keep
             alive[v] *= 1.0 - rho
         alive[u] = reach * rho

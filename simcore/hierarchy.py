@@ -40,9 +40,9 @@ API
 ``h.parallel``
     ``True`` or ``False`` force the parallel or the serial path; ``None`` (default) decides: with more
     than one Numba thread, the first large chunks (>= 64 Ki sectors) alternate between the paths (one
-    warm-up and two timed chunks each), and the faster one is kept (parallel loses when the machine's other cores are busy); the next 16
-    hierarchies of the same shape and thread count in the process reuse that verdict instead of
-    probing again. Serial and parallel runs give identical counts.
+    warm-up and two timed chunks each), and the faster one is kept (parallel loses when the machine's
+    other cores are busy); the next 16 hierarchies of the same shape and thread count in the process
+    reuse that verdict instead of probing again. Serial and parallel runs give identical counts.
 
 The phases that do the work, and what was measured on them, are in ``simcore._phases``.
 """
