@@ -80,3 +80,36 @@ def test_local_cluster_hands_each_worker_one_task_at_a_time(cluster):
     # with Dask's default 1.1 a one-thread worker holds two tasks, and a task that kills its worker gives
     # the one queued behind it a strike towards KilledWorker
     assert cluster.run_on_scheduler(_saturation) == 1.0
+
+
+WORKER_NUMBA_SCRIPT = """
+import json, os
+import numba  # the client's main module imports Numba, as `python -m validation.accuracy` does
+from distributed import Client
+from traces.executor import local_cluster
+
+
+def threads():
+    import numba
+    return os.environ.get("NUMBA_NUM_THREADS"), numba.config.NUMBA_NUM_THREADS
+
+
+if __name__ == "__main__":
+    with local_cluster(1) as cluster, Client(cluster) as client:
+        print(json.dumps(sorted(client.run(threads).values())))
+"""
+
+
+def test_local_workers_numba_agrees_with_their_environment(tmp_path):
+    # A worker process re-imports the client's main module before Dask sets its environment, so Numba
+    # first read the core count; its first compile then re-read NUMBA_NUM_THREADS=1 after the thread
+    # pool had started and raised RuntimeError (`accuracy --jobs 2` on a fresh install). Run as a
+    # script: the effect needs a main module that imports Numba, which pytest's is not.
+    import subprocess
+    import sys
+    script = tmp_path / "client.py"
+    script.write_text(WORKER_NUMBA_SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "NUMBA_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [["1", 1]]

@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -187,8 +188,19 @@ def _check_workers(client, address) -> None:
 def dask_setup(worker) -> None:
     """Dask preload of the local cluster's worker processes (restarted ones included): they ignore
     SIGINT, so that Ctrl-C in a terminal, which reaches the whole process group, interrupts the client
-    alone; the client then cancels the tasks and stops the cluster."""
+    alone; the client then cancels the tasks and stops the cluster.
+
+    They also re-read Numba's configuration. The cluster's ``env`` (``NUMBA_NUM_THREADS=1``) reaches a
+    worker process after its start-up has re-imported the client's main module, which imports Numba
+    with the default thread count (the core count). Numba re-reads the environment whenever it
+    compiles, and one that finds the thread count changed after its thread pool started raises
+    ``RuntimeError``: on a fresh install, where the first task compiles the kernels, ``--jobs 2`` failed
+    that way. Read here, before any task starts the pool, the worker's Numba agrees with its
+    environment from the start."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    numba_config = sys.modules.get("numba.core.config")
+    if numba_config is not None:
+        numba_config.reload_config()
 
 
 class Executor:
