@@ -316,13 +316,21 @@ def window_span(fwd, back):
 
 
 @njit(cache=True)
-def _life_hit(a_life, b_life, span, cap, lo, hi):
-    """Mean over rounds t of the hit probability of a reuse one CTA lifetime back: A lines a_life x
-    span[t], B lines b_life, over ``cap`` (sets x ways)."""
+def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
+    """Mean over rounds t of the hit probability of a reuse one CTA lifetime back, over ``cap`` (sets x
+    ways): the lines in between are the previous occupant's after round t, read beside its own wave's
+    co-residents (A lines a_prev, B lines b_prev a lifetime), and this CTA's before t, beside its wave's
+    (a_life, b_life); A x span[t]. The two differ in a partial last wave: seed 2 #52 (5 CTAs an SM, then
+    one) counted the last wave's lone CTA's lifetime and found the previous wave's two filter slices,
+    which overflow the L1, still there."""
     total = 0.0
-    for t in range(span.shape[0]):
-        total += _ramp((a_life * span[t] + b_life) / cap, lo, hi)
-    return total / span.shape[0]
+    n = span.shape[0]
+    for t in range(n):
+        before = (t + 0.5) / n
+        a = a_life * before + a_prev * (1.0 - before)
+        b = b_life * before + b_prev * (1.0 - before)
+        total += _ramp((a * span[t] + b) / cap, lo, hi)
+    return total / n
 
 
 @njit(cache=True)
@@ -375,6 +383,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         prev_b = cfg[ci, 8] > 0.5
         gap_a = cfg[ci, 9]
         gap_b = cfg[ci, 10]
+        pna = cfg[ci, 11]
+        pnb = cfg[ci, 12]
         wsum += wgt
         ma = 0.0
         ma2 = 0.0
@@ -422,9 +432,10 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     if prev_b:
                         # the previous wave's CTA on this SM used the same filters: distance one
                         # CTA lifetime (distinct lines: the SM's A windows, its filter slices)
-                        a_life = na * rows_distinct * (T / M) * lpm_a
-                        b_life = nb * min(ksteps * lines_b, slice_b)
-                        hb += (1.0 - hb) * _life_hit(a_life, b_life, span, ns_life * ways, lo, hi)
+                        a_one = rows_distinct * (T / M) * lpm_a
+                        b_one = min(ksteps * lines_b, slice_b)
+                        hb += (1.0 - hb) * _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span,
+                                                     ns_life * ways, lo, hi)
                 hb_acc += wm * wn * hb
         if not arep:
             ma_raw = ma
@@ -433,9 +444,10 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 b_win = nb * b_lines_avg * min(blk_rounds, blk_rounds * bfrac + 1.0)
                 ma *= 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
             if prev_a:
-                a_life = na * rows_distinct * (tm_valid / M) * lpm_a
-                b_life = nb * min(ksteps * b_lines_avg, b_slice_avg)
-                ma *= 1.0 - _life_hit(a_life, b_life, span, ns_life * ways, lo, hi)
+                a_one = rows_distinct * (tm_valid / M) * lpm_a
+                b_one = min(ksteps * b_lines_avg, b_slice_avg)
+                ma *= 1.0 - _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span, ns_life * ways,
+                                      lo, hi)
             if ma_raw > 0:
                 ma2 *= ma / ma_raw
         miss_frac_a += wgt * ma

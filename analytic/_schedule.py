@@ -53,8 +53,8 @@ def tile_of(v, tiles_m, tiles_n, swz):
 
 # columns of sm_configs' rows
 (CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
- CFG_GAPB) = range(11)
-_CFG_COLS = 11
+ CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB) = range(13)
+_CFG_COLS = 13
 
 
 @njit(cache=True)
@@ -84,7 +84,24 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         na += new_a
         nb += new_b
     # the previous wave's CTAs on this SM (all of its slots were filled: waves before the last are full)
+    # and their distinct tiles
     prev = w > 0
+    pna = 0
+    pnb = 0
+    if prev:
+        pbase = (w - 1) * per_wave + sm
+        for s2 in range(cps):
+            ptm, ptn = tile_of(pbase + s2 * sms, tiles_m, tiles_n, swz)
+            new_a = True
+            new_b = True
+            for s3 in range(s2):
+                qtm, qtn = tile_of(pbase + s3 * sms, tiles_m, tiles_n, swz)
+                if qtm == ptm:
+                    new_a = False
+                if qtn == ptn:
+                    new_b = False
+            pna += new_a
+            pnb += new_b
     for s in range(k):
         arep = 0.0
         brep = 0.0
@@ -117,6 +134,8 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         cfg[s, CFG_PREV_B] = pb
         cfg[s, CFG_GAPA] = gapa
         cfg[s, CFG_GAPB] = gapb
+        cfg[s, CFG_PREV_NA] = pna
+        cfg[s, CFG_PREV_NB] = pnb
     return k
 
 
@@ -152,7 +171,8 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
     number of CTAs: k CTAs on its SM, na / nb distinct tile_m / tile_n among them, whether an earlier
     slot of the SM holds the same tile_m (AREP) / tile_n (BREP), whether the SM ran CTAs in the previous
     wave (PREV) and whether one of them had the same tile_m (PREV_A) / tile_n (PREV_B), and the slot
-    distance to the nearest earlier slot with the same tile_m (GAPA) / tile_n (GAPB), 0 if none."""
+    distance to the nearest earlier slot with the same tile_m (GAPA) / tile_n (GAPB), 0 if none, and
+    the previous wave's distinct tile_m / tile_n on the SM (PREV_NA / PREV_NB, 0 without one)."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)
@@ -173,7 +193,7 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
 def _config_key(cfg, s, base):
     """One integer naming slot s's columns 1.. of ``cfg``: its counts (below ``base``) and flags."""
     key = 0
-    for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB):
+    for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB):
         key = key * base + int(cfg[s, c])
     for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B):
         key = key * 2 + int(cfg[s, c])

@@ -45,8 +45,9 @@ def _dispatch(tiles_m, tiles_n, swz, sms, cps):
 
 
 def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
-    """Sorted list of per-CTA tuples (k, na, nb, arep, brep, prev, prev_a, prev_b, gap_a, gap_b): gap_x
-    is the slot distance to the nearest earlier slot of the SM with the same tile (0 if none)."""
+    """Sorted list of per-CTA tuples (k, na, nb, arep, brep, prev, prev_a, prev_b, gap_a, gap_b, prev_na,
+    prev_nb): gap_x is the slot distance to the nearest earlier slot of the SM with the same tile (0 if
+    none), prev_nx the distinct tiles of the SM's CTAs in the previous wave (0 if none)."""
     waves = _dispatch(tiles_m, tiles_n, swz, sms, cps)
     rows = []
     for w, slots in enumerate(waves):
@@ -58,12 +59,14 @@ def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
             na = len({t[0] for t in tiles})
             nb = len({t[1] for t in tiles})
             prev = waves[w - 1][sm] if w > 0 else []
+            pna, pnb = len({t[0] for t in prev}), len({t[1] for t in prev})
             for s, (tm, tn) in enumerate(tiles):
                 same_m = [s - j for j in range(s) if tiles[j][0] == tm]
                 same_n = [s - j for j in range(s) if tiles[j][1] == tn]
                 rows.append((k, na, nb, float(bool(same_m)), float(bool(same_n)), float(w > 0),
                              float(any(t[0] == tm for t in prev)), float(any(t[1] == tn for t in prev)),
-                             float(min(same_m, default=0)), float(min(same_n, default=0))))
+                             float(min(same_m, default=0)), float(min(same_n, default=0)), float(pna),
+                             float(pnb)))
     return sorted(rows)
 
 
