@@ -33,8 +33,10 @@ from ._schedule import SM_SAMPLES, sm_config_summary
 _JIT_DEPS_SHA256 = "f2ef50d317a8398e"
 
 
+@memo()
 def dense_equivalent(layer, kernel):
-    """(the dense layer of one sub-problem, number of sub-problems) of a grouped ``layer``."""
+    """(the dense layer of one sub-problem, its `Geometry`, number of sub-problems) of a grouped
+    ``layer``; memoized (it depends on neither the GPU nor the factors)."""
     cg, kg = layer.c_per_group, layer.k_per_group
     tiles_n = cdiv(layer.k, kernel.tile_n)
     if group_mode(layer, kernel) == "multiple":
@@ -42,7 +44,7 @@ def dense_equivalent(layer, kernel):
     else:
         channels, filters, copies = cg, kg, layer.groups
     sub = dataclasses.replace(layer, c=channels, k=filters, groups=1, name=f"{layer.name}[dense part]")
-    return sub, copies
+    return sub, _fprop(sub, kernel), copies
 
 
 def _sectors_per_pixel(lo, hi, pitch, eb, sec):
@@ -66,6 +68,16 @@ def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
     later groups (each group's k-steps read their own channel blocks' sectors of the
     same pixels) and the fraction ``intra_miss`` of a group's re-reads of a pixel at its later taps
     (`reuse_misses`)."""
+    pixels, per_pixel, per_group = _pixel_sectors(layer, kernel, sec)
+    cross = pixels * cross_miss * max(0.0, per_group - per_pixel)
+    return pixels * per_pixel, cross + pixels * intra_miss * per_group, cross
+
+
+@memo()
+def _pixel_sectors(layer, kernel, sec) -> tuple:
+    """`a_misses`'s figures that depend on neither the GPU nor the factors: (input pixels all M tiles
+    read, distinct sectors per pixel a CTA's groups read, the sectors per pixel its groups' blocks read one
+    group at a time)."""
     tn, tk, eb = kernel.tile_n, kernel.tile_k, kernel.elem_bytes
     pixels = _tile_pixels(layer, kernel, sec)[0]
     cg, kg, gpc = layer.c_per_group, layer.k_per_group, groups_per_cta(layer, kernel)
@@ -79,8 +91,7 @@ def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
         per_pixel += _sectors_per_pixel(first * cg, hi, layer.c * eb, eb, sec)
     per_group = sum(mult * _sectors_per_pixel(start, start + width, layer.c * eb, eb, sec)
                     for start, width, mult in grouped_a_blocks(layer, kernel, gpc).tolist())
-    cross = pixels * cross_miss * max(0.0, per_group - per_pixel)
-    return pixels * per_pixel, cross + pixels * intra_miss * per_group, cross
+    return pixels, per_pixel, per_group
 
 
 # tiles whose distinct input pixels `_tile_pixels` counts one by one (evenly spaced over the grid's
@@ -344,8 +355,8 @@ def _b_shared(layer, kernel, gpu, f, machine) -> float:
 
 def predict_grouped(layer, gpu, kernel, f, machine, predict_gemm) -> dict:
     """Every metric of a grouped fprop layer; ``predict_gemm``: the dense engine (`model._predict_gemm`)."""
-    sub, copies = dense_equivalent(layer, kernel)
-    part = predict_gemm(_fprop(sub, kernel), gpu, kernel, f, machine, sub, timing=False)
+    sub, geo, copies = dense_equivalent(layer, kernel)
+    part = predict_gemm(geo, gpu, kernel, f, machine, sub, timing=False)
     part.pop("_uniq_a", None)
     total = {key: value * copies for key, value in part.items()}
     ex = l1_counts(layer, kernel)
