@@ -358,6 +358,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     shares its filters) reaches the ways; the previous wave's CTA on the SM may have left the tile."""
     rows_total = rows_t.sum()
     RS = R * S
+    tiles_m = math.ceil(M / tm)
     rows_distinct = 0.0                      # distinct A rows of a CTA over all filter positions
     for t in range(hist.shape[0]):
         rows_distinct += hist[t, 0]
@@ -418,7 +419,16 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 if brep:
                     # the earlier slot (gap_b slots before) read these filter lines this round; since
                     # then: its other B lines, each slot between (A and B), this CTA's A lines
-                    hb = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax) / ways, lo, hi)
+                    if dscale == 1.0:
+                        # nhwc: each filter position's A lines exactly (its rows that leave the
+                        # padding), so the LRU step itself: a hit iff the set holds them all
+                        hb = 0.0
+                        for t in range(rows_t.shape[0]):
+                            x_t = gap_b * (lines_b / nsb + rows_t[t] * (T / M) * lpr_a / nmax) / ways
+                            hb += 1.0 if x_t <= 1.0 else 0.0
+                        hb /= rows_t.shape[0]
+                    else:
+                        hb = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax) / ways, lo, hi)
                 else:
                     lines_a = rows_total / RS * (T / M) * lpr_a
                     d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
@@ -436,7 +446,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         b_one = min(ksteps * lines_b, slice_b)
                         hb += (1.0 - hb) * _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span,
                                                      ns_life * ways, lo, hi)
-                hb_acc += wm * wn * hb
+                # every CTA reads the same B whatever its rows: its M class weighs by CTAs, not rows
+                hb_acc += wm * M / (T * tiles_m) * wn * hb
         if not arep:
             ma_raw = ma
             if share_blk > 0:

@@ -430,3 +430,18 @@ def test_lone_last_wave_cta_finds_what_the_full_wave_left():
     sim = traces.simulate_layer(layer, gpu, kernel)
     pred = predict_layer(layer, gpu, kernel)
     assert abs(pred[key] - sim[key]) <= 0.05 * sim[M.L1_LD_SECTORS + ":B"], (pred[key], sim[key])
+
+
+def test_shared_filters_hit_only_where_the_set_holds_the_round():
+    # 3 CTAs an SM, two of one filter column: the second reads each filter line after the first read
+    # the round's other 127 filter lines and it read its own A rows, all in one L1 set of 184 ways (1,536-
+    # byte pixels, 13,824-byte filter rows): 128 + 64 lines miss, but at the 8 filter positions whose
+    # taps leave 8 of the 64 rows in the padding, 128 + 56 fit: 8 / 9 of the shared reads hit, which
+    # a ramp over the mean distance smeared (seed 3 #66, the same tiles on a 50x50 image: L2 -31 %)
+    gpu = dataclasses.replace(simcore.gpu("a100"), sms=4)
+    kernel = KernelConfig(tile_m=64, tile_n=128, tile_k=16, threads=128, vector=4)
+    layer = ConvLayer(6, 384, 8, 8, 256, 3, 3, pad=1, name="shared_filters_edge")
+    sim = traces.simulate_layer(layer, gpu, kernel)
+    pred = predict_layer(layer, gpu, kernel)
+    for key in (M.L1_LD_HITS + ":B", M.L2_RD_SECTORS):
+        assert abs(pred[key] - sim[key]) <= 0.02 * sim[key], (key, pred[key], sim[key])
