@@ -403,7 +403,15 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 if arep and rows_total > 0:
                     # the earlier slot (gap_a slots before) read these sectors this round; in between:
                     # its other A lines and its B lines, and each slot between them (A and B)
-                    ma += wm * wn * (1.0 - _ramp(gap_a * (lines_a_rnd / nsa + lines_b / nmax) / ways, lo, hi))
+                    if dscale == 1.0:
+                        # nhwc: per filter position, its rows' lines exactly, the LRU step (B above)
+                        miss = 0.0
+                        for t in range(rows_t.shape[0]):
+                            x_t = gap_a * (rows_t[t] * (T / M) * lpr_a / nsa + lines_b / nmax) / ways
+                            miss += rows_t[t] * (0.0 if x_t <= 1.0 else 1.0)
+                        ma += wm * wn * miss / rows_total
+                    else:
+                        ma += wm * wn * (1.0 - _ramp(gap_a * (lines_a_rnd / nsa + lines_b / nmax) / ways, lo, hi))
                 if not arep and rows_total > 0:
                     for t in range(rows_t.shape[0]):
                         lat[t] = rows_t[t] * (T / M) * lpr_a * na
