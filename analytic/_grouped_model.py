@@ -296,29 +296,47 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     return (cross / total, intra / total) if total else (0.0, 0.0)
 
 
+def _busy_periods(layer, kernel, gpu, machine) -> tuple:
+    """The L2 windows of the next group's re-reads (`_cross_l2_miss`): ((share of the re-reads, distinct
+    input pixels of the busy tiles), ...). Busy CTAs: CTAs per SM x SMs, or the grid; consecutive CTAs
+    share pixels (a dilated filter's tiles read nearly the whole image), so their pixels are at most the
+    busy tiles' share of the layer's distinct pixels plus a tile's halo, per CTA column. Under
+    kMultipleGroup a partial last column has fewer groups, so where the grid runs in one wave it
+    finishes first and the other columns re-read their later groups beside one column less: two
+    periods, each weighted by the group steps run in it (mobilenet_v2 features.7.conv.1.0, batch 32 on
+    v100: 98 CTAs in 2 columns of 128 and 64 groups; one window of both columns for every re-read gave
+    DRAM reads +83 %)."""
+    tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
+    ctas = tiles_m * tiles_n
+    busy = min(float(ctas), float(machine[0] * gpu.sms))
+    tile_px = _tile_pixels(layer, kernel, gpu.sector_bytes)[1]
+    pixels = _layer_pixels(layer, gpu.sector_bytes)
+    per_column = min(busy, float(tiles_m))        # busy CTAs in block order: a column's tiles, the next's
+
+    def window(columns):
+        return min(per_column * tile_px, pixels * per_column / tiles_m + tile_px) * max(1.0, columns)
+
+    last = layer.k - (tiles_n - 1) * kernel.tile_n
+    if busy < ctas or tiles_n == 1 or last == kernel.tile_n or group_mode(layer, kernel) != "multiple":
+        return ((1.0, window(busy / tiles_m)),)
+    g_full, g_last = kernel.tile_n // layer.k_per_group, last // layer.k_per_group
+    both = g_last * tiles_n                       # group steps with every column running
+    rest = (g_full - g_last) * (tiles_n - 1)      # after the last column finished
+    return ((both / (both + rest), window(float(tiles_n))), (rest / (both + rest), window(tiles_n - 1.0)))
+
+
 def _cross_l2_miss(layer, kernel, gpu, f, machine) -> float:
     """Chance that a re-read by a CTA's next group, having missed the L1, misses the L2 too. Between the
-    two reads the busy CTAs (CTAs per SM x SMs, or the grid) each read their tile's pixels once more, one
-    group's window of lines each (`_window_lines`); consecutive CTAs share pixels (a dilated filter's tiles
-    read nearly the whole image), so the lines are the distinct pixels of the busy tiles -- at most their
-    share of the layer's distinct pixels plus a tile's halo -- against the L2's capacity (the dense
-    engine's cliff, `_l2`), per class of window lines: in one group step every pixel reads that group's
+    two reads the busy CTAs each read their tile's pixels once more, one group's window of lines each
+    (`_window_lines`): the distinct pixels of the busy tiles (`_busy_periods`) against the L2's capacity
+    (the dense engine's cliff, `_l2`), per class of window lines: in one group step every pixel reads that group's
     block, so where the pixel pitch is a multiple of the line the straddling groups double the working
     set at once, and the convex cliff is averaged over the classes rather than taken at their mean."""
     from ._l2 import cliff_params, l2_miss_prob
-    cps = machine[0]
-    tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
-    ctas = tiles_m * cdiv(layer.k, kernel.tile_n)
-    busy = min(float(ctas), float(cps * gpu.sms))
-    tile_px = _tile_pixels(layer, kernel, gpu.sector_bytes)[1]
-    pixels = _layer_pixels(layer, gpu.sector_bytes)
-    # busy CTAs in block order: consecutive tiles of a column, then the next column's (other channels)
-    columns = busy / tiles_m
-    per_column = min(busy, float(tiles_m))
-    distinct = min(per_column * tile_px, pixels * per_column / tiles_m + tile_px) * max(1.0, columns)
-    per_line = distinct / (gpu.l2_bytes / gpu.line_bytes * f.l2_capacity)
+    cap = gpu.l2_bytes / gpu.line_bytes * f.l2_capacity
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
-    return sum(w * l2_miss_prob(per_line * lines, ways, cliff)
+    return sum(share * w * l2_miss_prob(distinct / cap * lines, ways, cliff)
+               for share, distinct in _busy_periods(layer, kernel, gpu, machine)
                for lines, w in _window_lines(layer, kernel, gpu.line_bytes))
 
 

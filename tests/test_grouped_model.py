@@ -111,6 +111,24 @@ def test_cross_group_rereads_miss_the_l2_only_when_the_busy_tiles_exceed_it():
     assert _cross_l2_miss(layer, kernel, big, f, _machine(big, kernel)) < 0.01
 
 
+
+def test_a_partial_last_column_leaves_the_l2_window_early():
+    # mobilenet_v2 features.7.conv.1.0 at batch 32 on v100: 49 x 2 CTAs, one wave; column 0 walks 128
+    # depthwise groups, column 1 the last 64. The two share the L2 for 64 group steps (128 of the 192
+    # columns' steps), then column 0 alone (the other 64): half the window
+    from analytic._grouped_model import _busy_periods, _layer_pixels, _tile_pixels
+    from analytic.model import _machine
+    layer = ConvLayer(32, 192, 28, 28, 192, 3, 3, stride=2, pad=1, groups=192, name="features.7.conv.1.0")
+    kernel, gpu = KernelConfig(), simcore.gpu("v100")
+    (share2, both), (share1, one) = _busy_periods(layer, kernel, gpu, _machine(gpu, kernel))
+    assert (share2, share1) == (128 / 192, 64 / 192)
+    tile_px, pixels = _tile_pixels(layer, kernel, 32)[1], _layer_pixels(layer, 32)
+    assert one == min(49 * tile_px, pixels + tile_px) and both == 2 * one
+    # full columns (K a multiple of T_n), or more CTAs than a wave: one window
+    dense_k = dataclasses.replace(layer, c=256, k=256, groups=256)
+    assert len(_busy_periods(dense_k, kernel, gpu, _machine(gpu, kernel))) == 1
+
+
 @settings(max_examples=40, deadline=None)
 @given(groups=st.sampled_from([2, 4, 8, 16, 64]), cg=st.integers(1, 12), kg=st.sampled_from([1, 8, 32, 64]),
        tn=st.sampled_from([32, 64, 128]), eb=st.sampled_from([2, 4]), sms=st.integers(2, 40),
