@@ -57,10 +57,32 @@ def tile_of(v, tiles_m, tiles_n, swz):
 _CFG_COLS = 13
 
 
+@njit(cache=True, inline="always")
+def b_key(tm, tn, m_div, bcls):
+    """What a CTA's B reads are: its tile_n, or where ``bcls`` is given (strided dgrad: tile_m
+    ``m_div`` apart belong to the next sub-problem), its tile_n and its sub-problem's class of filter
+    lines (`model._strided_dgrad_b_classes`)."""
+    if bcls is None:
+        return tn
+    return tn * bcls.shape[0] + bcls[tm // m_div]
+
+
+@njit(cache=True, inline="always")
+def a_key(tm, m_div, bcls):
+    """Which A window a CTA's reads fall in, for counting an SM's distinct windows: its tile_m, or where
+    ``bcls`` is given (strided dgrad), its tile's place in its sub-problem: every sub-problem reads
+    (nearly) all of dy, tile i of each the same rows shifted by its taps' offsets (but in other rounds:
+    an earlier slot of another sub-problem is no AREP)."""
+    if bcls is None:
+        return tm
+    return tm % m_div
+
+
 @njit(cache=True)
-def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg):
+def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg, m_div, bcls):
     """The CTAs of SM ``sm`` in wave ``w``: their number k, and in ``cfg[s]`` slot s's columns
-    CFG_K .. CFG_GAPB (CFG_WEIGHT left alone)."""
+    CFG_K .. CFG_GAPB (CFG_WEIGHT left alone). ``tn_`` holds their B keys (`b_key`); distinct A windows
+    are counted by `a_key`."""
     base = w * per_wave + sm
     k = 0
     for s in range(cps):
@@ -68,6 +90,7 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         if v >= ctas:
             break
         tm_[s], tn_[s] = tile_of(v, tiles_m, tiles_n, swz)
+        tn_[s] = b_key(tm_[s], tn_[s], m_div, bcls)
         k += 1
     if k == 0:
         return 0
@@ -77,7 +100,7 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         new_a = True
         new_b = True
         for s2 in range(s):
-            if tm_[s2] == tm_[s]:
+            if a_key(tm_[s2], m_div, bcls) == a_key(tm_[s], m_div, bcls):
                 new_a = False
             if tn_[s2] == tn_[s]:
                 new_b = False
@@ -92,10 +115,14 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         pbase = (w - 1) * per_wave + sm
         for s2 in range(cps):
             ptm, ptn = tile_of(pbase + s2 * sms, tiles_m, tiles_n, swz)
+            ptn = b_key(ptm, ptn, m_div, bcls)
+            ptm = a_key(ptm, m_div, bcls)
             new_a = True
             new_b = True
             for s3 in range(s2):
                 qtm, qtn = tile_of(pbase + s3 * sms, tiles_m, tiles_n, swz)
+                qtn = b_key(qtm, qtn, m_div, bcls)
+                qtm = a_key(qtm, m_div, bcls)
                 if qtm == ptm:
                     new_a = False
                 if qtn == ptn:
@@ -120,6 +147,7 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
             pbase = (w - 1) * per_wave + sm
             for s2 in range(cps):
                 ptm, ptn = tile_of(pbase + s2 * sms, tiles_m, tiles_n, swz)
+                ptn = b_key(ptm, ptn, m_div, bcls)
                 if ptm == tm_[s]:
                     pa = 1.0
                 if ptn == tn_[s]:
@@ -166,7 +194,7 @@ def _sample_pairs(ctas, sms, cps, max_samples):
 
 
 @njit(cache=True)
-def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
+def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None):
     """Co-residency configurations, one row per sampled CTA (columns CFG_*), weights summing to the
     number of CTAs: k CTAs on its SM, na / nb distinct tile_m / tile_n among them, whether an earlier
     slot of the SM holds the same tile_m (AREP) / tile_n (BREP), whether the SM ran CTAs in the previous
@@ -182,7 +210,7 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples):
     row = 0
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
-                      tm_, tn_, out[row:])
+                      tm_, tn_, out[row:], m_div, bcls)
         for s in range(k):
             out[row + s, CFG_WEIGHT] = pairs[i, 2]
         row += k
@@ -201,7 +229,7 @@ def _config_key(cfg, s, base):
 
 
 @njit(cache=True)
-def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples):
+def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None):
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
     appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
     and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us;
@@ -218,7 +246,7 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples):
     base = cps + 1
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
-                      tm_, tn_, cfg)
+                      tm_, tn_, cfg, m_div, bcls)
         for s in range(k):
             key = _config_key(cfg, s, base)
             found = -1
