@@ -57,6 +57,54 @@ def _pair_cover(N, P, Q, plo, phi, qlo, qhi, dp, dq, tile_m, tiles_m, M, edge):
 
 
 @njit(cache=True)
+def block_gaps(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse):
+    """gap[g]: share of the (pixel, sampled M tile) pairs whose pixel's last read in a channel block and
+    its first in the next lie g whole rounds apart ((R S - 1 - last position) + first position, in the
+    sweep's order): each tile of ``picks`` (``stands`` tiles each) swept position by position, every input
+    pixel its rows read stamped with its first and last position. A 7x1 filter on 32-row tiles reads a
+    pixel at two consecutive positions, 5 rounds before the next block's first read; taken from the first
+    and last touches as if independent, a third of them came out 0 or 1 rounds apart."""
+    RS = R * S
+    pq = P * Q
+    most = (tm - 1) // pq + 2                     # images a tile's rows can span
+    stamp = np.zeros(most * H * W, np.int64)
+    first = np.zeros(most * H * W, np.int64)
+    last = np.zeros(most * H * W, np.int64)
+    touched = np.empty(min(tm * RS, most * H * W), np.int64)
+    gap = np.zeros(2 * RS - 1, np.float64)
+    for i in range(picks.shape[0]):
+        m0 = picks[i] * tm
+        m1 = min(m0 + tm, M)
+        n0 = m0 // pq
+        mark = i + 1
+        count = 0
+        for t in range(RS):
+            r, s = _tap(t, RS, S, reverse)
+            for m in range(m0, m1):
+                n = m // pq
+                p = (m - n * pq) // Q
+                q = m - n * pq - p * Q
+                y = p * sh - ph + r * dh
+                x = q * sw - pw + s * dw
+                if y < 0 or y >= H or x < 0 or x >= W:
+                    continue
+                k = ((n - n0) * H + y) * W + x
+                if stamp[k] != mark:
+                    stamp[k] = mark
+                    first[k] = t
+                    touched[count] = k
+                    count += 1
+                last[k] = t
+        for j in range(count):
+            k = touched[j]
+            gap[RS - 1 - last[k] + first[k]] += stands[i]
+    total = gap.sum()
+    if total > 0.0:
+        gap /= total
+    return gap
+
+
+@njit(cache=True)
 def reuse_histogram(N, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, tile_m, tiles_m, frac_w, edge, reverse):
     """hist[t, d] (d = 1 .. R*S-1): valid A row accesses at filter position t (= r*S + s) of one
     channel block whose nearest earlier access to the same data (same CTA, same channel block) was
@@ -336,7 +384,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
-               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span, ref, hist_line, l2_tab):
+               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
@@ -373,6 +421,15 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     hit_b = 0.0
     lat = np.empty(rows_t.shape[0], np.float64)
     win = window_rows(hist_line, phase, nphase)
+    # the next channel block's re-read of a sector (nhwc, blocks narrower than a sector) is a reuse
+    # gap + 1 positions after the pixel's last read in this block: judged like those inside a block,
+    # on the window of a sweep's d positions (mean over where it ends)
+    blk_gap = share_blk > 0.0 and dscale == 1.0 and RS > 1
+    avg_win = np.zeros(RS, np.float64)
+    if blk_gap:
+        for d in range(1, RS):
+            for t in range(d, RS):
+                avg_win[d] += win[t, d] / (RS - d)
     for ci in range(cfg.shape[0]):
         wgt = cfg[ci, 0]
         k = cfg[ci, 1]
@@ -390,6 +447,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         ma = 0.0
         ma2 = 0.0
         hb_acc = 0.0
+        blk_hit = 0.0
+        blk_w = 0.0
         for mi in range(mcls.shape[0]):
             T = mcls[mi, 0]
             wm = mcls[mi, 1]
@@ -424,6 +483,14 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total
+                    if blk_gap:
+                        for g in range(gap_p.shape[0]):
+                            if gap_p[g] > 0.0:
+                                d = g + 1
+                                a_l = sa * (avg_win[d] if d < RS else rows_distinct)
+                                blk_hit += wm * wn * gap_p[g] * _ramp(
+                                    _window_x(a_l, d, nsa, other, bfrac, extra, ways), lo, hi)
+                        blk_w += wm * wn
                 if brep:
                     # the earlier slot (gap_b slots before) read these filter lines this round; since
                     # then: its other B lines, each slot between (A and B), this CTA's A lines
@@ -458,7 +525,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 hb_acc += wm * M / (T * tiles_m) * wn * hb
         if not arep:
             ma_raw = ma
-            if share_blk > 0:
+            if blk_gap and blk_w > 0.0:
+                ma *= 1.0 - share_blk * blk_hit / blk_w
+            elif share_blk > 0:
                 a_win = na * rows_distinct * (tm_valid / M) * lpw_a
                 b_win = nb * b_lines_avg * min(blk_rounds, blk_rounds * bfrac + 1.0)
                 ma *= 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)

@@ -12,13 +12,15 @@ import numpy as np
 from ._common import cdiv as _cdiv, tile_samples, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
 from ._memo import memo
-from ._reuse import line_share, refresh_matrix, reuse_histogram, window_span
+from ._reuse import block_gaps, line_share, refresh_matrix, reuse_histogram, window_span
 
 __all__ = ["a_window"]
 
 _ONE_SPAN = np.ones(1, np.float64)      # cross-wave reuses judged at one window per slot
 # M tiles whose nchw runs `_nchw_run_sectors` counts one by one
 _RUN_SAMPLES = 16
+# M tiles whose pixels' first and last reads `_reuse.block_gaps` stamps one by one
+_GAP_SAMPLES = 16
 
 
 @memo()
@@ -27,7 +29,9 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     (reuse histogram, valid rows per filter position and in all, the cross-wave window spans, lines per
     row access of a k-step and of a window over all filter positions, distinct lines per missed row over
     a CTA lifetime, sectors the next channel block re-reads, A's distinct sectors and lines, nchw's run
-    sectors, the line refreshes of `_reuse.refresh_matrix` and the line-level reuse histogram)."""
+    sectors, the line refreshes of `_reuse.refresh_matrix`, the line-level reuse histogram and the
+    distribution of the rounds between a pixel's last read in a channel block and its first in the
+    next)."""
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
     sh, sw, ph, pw, dh, dw = win.sh, win.sw, win.ph, win.pw, win.dh, win.dw
     P, Q = win.p, win.q
@@ -70,6 +74,13 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
         lpw_a = lpr_a
     # sectors the next channel block re-reads (nhwc A: R S rounds later, the same filter position)
     share_blk = block_sharing(C, tk, eb, sw * C * eb) if nhwc else 0.0
+    # the rounds between a pixel's last read in one channel block and its first in the next (none for a
+    # pixel that the first tap and the last read), counted on sampled tiles
+    gap_p = _ONE_SPAN
+    if share_blk > 0 and R * S > 1:
+        picks, stands = tile_samples(N * P * Q, tm, _GAP_SAMPLES)
+        gap_p = block_gaps(picks, stands, tm, N * P * Q, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, win.reverse)
+        gap_p.setflags(write=False)
     # distinct lines per missed row over a CTA lifetime
     if not nhwc:
         lpm_a = C * sw * eb / LINE        # a row access reads one element of each of C planes
@@ -97,7 +108,7 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
         ends = _nchw_run_sectors(win._replace(r=1, s=1), tm, eb, SEC) - rows_total / (R * S) * per_row
         run_sectors = rows_total * per_row + R * max(0.0, ends)
     return (hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors,
-            ref, hist_line)
+            ref, hist_line, gap_p)
 
 
 def _nchw_run_sectors(win, tm, eb, SEC) -> float:

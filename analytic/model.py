@@ -283,7 +283,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     nmax = max(nsa, nsb)
 
     (hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors, ref,
-     hist_line) = a_window(win, tm, tk, eb, nhwc, SEC, LINE, f.l1_tile_edge)
+     hist_line, gap_p) = a_window(win, tm, tk, eb, nhwc, SEC, LINE, f.l1_tile_edge)
     lo, hi = f.l1_hit_lo, f.l1_hit_hi
     nblk = _cdiv(C, tk) if nhwc else C
     dense = unit < SEC
@@ -351,7 +351,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
         lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1, float(ns_life),
         bfrac, l2a_w, l2b,
-        l2_ways, cliff, span, ref, hist_line, l2_tab)
+        l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
     l1_hit_b = 0.0 if bypasses_l1(kinds) else sec_b * min(1.0, hit_b)
