@@ -22,11 +22,12 @@ from simcore._jit import njit
 from ._counts import SEC, _blocks
 from ._counts_fprop import _a_nhwc
 from ._groups import _box_operand
+from ._reuse import tile_pixel_stamps
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest of
 # them: updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "3c94a243c56abad2"
+_JIT_DEPS_SHA256 = "9bb007c41322e6b7"
 
 
 @functools.lru_cache(maxsize=256)
@@ -99,39 +100,10 @@ def grouped_counts(layer, kernel) -> dict:
             "req_C": int(st[0]), "sec_C": int(st[1])}
 
 
-@njit(cache=True)
 def tile_pixel_counts(picks, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw):
     """The distinct in-image input pixels (n, h, w) that the output rows m of each tile in ``picks``
-    (rows tile tm .. min((tile + 1) tm, M) - 1, m = (n P + p) Q + q) read over every filter position:
-    each pixel of the tile's images marked with the tile's stamp the first time. Measured (the 63 grouped
-    cases of random seeds 1-3, compiled tier, at a batch not yet predicted): numpy's unique over each
-    tile's taps took 2.6 of a prediction's 4.2 ms; compiled, 236 -> 1,030 predictions/s."""
-    pq = P * Q
-    most = (tm - 1) // pq + 2                     # images a tile's rows can span
-    stamp = np.zeros(most * H * W, np.int64)
-    out = np.zeros(picks.shape[0], np.int64)
-    for i in range(picks.shape[0]):
-        m0 = picks[i] * tm
-        m1 = min(m0 + tm, M)
-        n0 = m0 // pq
-        mark = i + 1
-        count = 0
-        for m in range(m0, m1):
-            n = m // pq
-            p = (m - n * pq) // Q
-            q = m - n * pq - p * Q
-            base = (n - n0) * H
-            for r in range(R):
-                y = p * sh - ph + r * dh
-                if y < 0 or y >= H:
-                    continue
-                for s in range(S):
-                    x = q * sw - pw + s * dw
-                    if x < 0 or x >= W:
-                        continue
-                    k = (base + y) * W + x
-                    if stamp[k] != mark:
-                        stamp[k] = mark
-                        count += 1
-        out[i] = count
-    return out
+    (rows tile tm .. min((tile + 1) tm, M) - 1, m = (n P + p) Q + q) read over every filter position
+    (`_reuse.tile_pixel_stamps`, compiled: measured on the 63 grouped cases of random seeds 1-3, numpy's
+    unique over each tile's taps took 2.6 of a prediction's 4.2 ms; compiled, 236 -> 1,030 predictions/s)."""
+    return tile_pixel_stamps(picks, np.ones(picks.shape[0]), tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw,
+                             False)[0]

@@ -57,13 +57,14 @@ def _pair_cover(N, P, Q, plo, phi, qlo, qhi, dp, dq, tile_m, tiles_m, M, edge):
 
 
 @njit(cache=True)
-def block_gaps(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse):
-    """gap[g]: share of the (pixel, sampled M tile) pairs whose pixel's last read in a channel block and
-    its first in the next lie g whole rounds apart ((R S - 1 - last position) + first position, in the
-    sweep's order): each tile of ``picks`` (``stands`` tiles each) swept position by position, every input
-    pixel its rows read stamped with its first and last position. A 7x1 filter on 32-row tiles reads a
-    pixel at two consecutive positions, 5 rounds before the next block's first read; taken from the first
-    and last touches as if independent, a third of them came out 0 or 1 rounds apart."""
+def tile_pixel_stamps(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse):
+    """(the distinct in-image input pixels each tile of ``picks`` reads over every filter position; gap[g]:
+    share of the (pixel, tile) pairs whose pixel's last read in a channel block and its first in the next
+    lie g whole rounds apart ((R S - 1 - last position) + first position, in the sweep's order), each tile
+    standing for ``stands`` tiles). Each tile is swept position by position, every pixel its rows read
+    stamped with its first and last position. A 7x1 filter on 32-row tiles reads a pixel at two
+    consecutive positions, 5 rounds before the next block's first read; taken from the first and last
+    touches as if independent, a third of them came out 0 or 1 rounds apart."""
     RS = R * S
     pq = P * Q
     most = (tm - 1) // pq + 2                     # images a tile's rows can span
@@ -72,6 +73,7 @@ def block_gaps(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, r
     last = np.zeros(most * H * W, np.int64)
     touched = np.empty(min(tm * RS, most * H * W), np.int64)
     gap = np.zeros(2 * RS - 1, np.float64)
+    counts = np.zeros(picks.shape[0], np.int64)
     for i in range(picks.shape[0]):
         m0 = picks[i] * tm
         m1 = min(m0 + tm, M)
@@ -95,13 +97,14 @@ def block_gaps(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, r
                     touched[count] = k
                     count += 1
                 last[k] = t
+        counts[i] = count
         for j in range(count):
             k = touched[j]
             gap[RS - 1 - last[k] + first[k]] += stands[i]
     total = gap.sum()
     if total > 0.0:
         gap /= total
-    return gap
+    return counts, gap
 
 
 @njit(cache=True)

@@ -81,8 +81,8 @@ def a_key(tm, m_div, bcls):
 @njit(cache=True)
 def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg, m_div, bcls):
     """The CTAs of SM ``sm`` in wave ``w``: their number k, and in ``cfg[s]`` slot s's columns
-    CFG_K .. CFG_GAPB (CFG_WEIGHT left alone). ``tn_`` holds their B keys (`b_key`); distinct A windows
-    are counted by `a_key`."""
+    CFG_K .. CFG_GAPB (CFG_WEIGHT left alone). ``tm_`` / ``tn_`` (2 cps long: this wave's slots, then the
+    previous wave's) hold their tile_m and B keys (`b_key`); distinct A windows are counted by `a_key`."""
     base = w * per_wave + sm
     k = 0
     for s in range(cps):
@@ -106,8 +106,8 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
                 new_b = False
         na += new_a
         nb += new_b
-    # the previous wave's CTAs on this SM (all of its slots were filled: waves before the last are full)
-    # and their distinct tiles
+    # the previous wave's CTAs on this SM (all of its slots were filled: waves before the last are full),
+    # in tm_ / tn_[cps:], and their distinct tiles
     prev = w > 0
     pna = 0
     pnb = 0
@@ -115,17 +115,13 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         pbase = (w - 1) * per_wave + sm
         for s2 in range(cps):
             ptm, ptn = tile_of(pbase + s2 * sms, tiles_m, tiles_n, swz)
-            ptn = b_key(ptm, ptn, m_div, bcls)
-            ptm = a_key(ptm, m_div, bcls)
+            tm_[cps + s2], tn_[cps + s2] = ptm, b_key(ptm, ptn, m_div, bcls)
             new_a = True
             new_b = True
             for s3 in range(s2):
-                qtm, qtn = tile_of(pbase + s3 * sms, tiles_m, tiles_n, swz)
-                qtn = b_key(qtm, qtn, m_div, bcls)
-                qtm = a_key(qtm, m_div, bcls)
-                if qtm == ptm:
+                if a_key(tm_[cps + s3], m_div, bcls) == a_key(ptm, m_div, bcls):
                     new_a = False
-                if qtn == ptn:
+                if tn_[cps + s3] == tn_[cps + s2]:
                     new_b = False
             pna += new_a
             pnb += new_b
@@ -144,13 +140,10 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         pa = 0.0
         pb = 0.0
         if prev:
-            pbase = (w - 1) * per_wave + sm
-            for s2 in range(cps):
-                ptm, ptn = tile_of(pbase + s2 * sms, tiles_m, tiles_n, swz)
-                ptn = b_key(ptm, ptn, m_div, bcls)
-                if ptm == tm_[s]:
+            for s2 in range(cps, 2 * cps):
+                if tm_[s2] == tm_[s]:
                     pa = 1.0
-                if ptn == tn_[s]:
+                if tn_[s2] == tn_[s]:
                     pb = 1.0
         cfg[s, CFG_K] = k
         cfg[s, CFG_NA] = na
@@ -205,8 +198,8 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None)
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)
     out = np.zeros((pairs.shape[0] * cps, _CFG_COLS), np.float64)
-    tm_ = np.empty(cps, np.int64)
-    tn_ = np.empty(cps, np.int64)
+    tm_ = np.empty(2 * cps, np.int64)
+    tn_ = np.empty(2 * cps, np.int64)
     row = 0
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
@@ -238,8 +231,8 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)
     cfg = np.zeros((cps, _CFG_COLS), np.float64)
-    tm_ = np.empty(cps, np.int64)
-    tn_ = np.empty(cps, np.int64)
+    tm_ = np.empty(2 * cps, np.int64)
+    tn_ = np.empty(2 * cps, np.int64)
     out = np.zeros((16, _CFG_COLS), np.float64)
     keys = np.empty(16, np.int64)
     m = 0

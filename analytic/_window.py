@@ -12,14 +12,14 @@ import numpy as np
 from ._common import cdiv as _cdiv, tile_samples, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
 from ._memo import memo
-from ._reuse import block_gaps, line_share, refresh_matrix, reuse_histogram, window_span
+from ._reuse import line_share, refresh_matrix, reuse_histogram, tile_pixel_stamps, window_span
 
 __all__ = ["a_window"]
 
 _ONE_SPAN = np.ones(1, np.float64)      # cross-wave reuses judged at one window per slot
 # M tiles whose nchw runs `_nchw_run_sectors` counts one by one
 _RUN_SAMPLES = 16
-# M tiles whose pixels' first and last reads `_reuse.block_gaps` stamps one by one
+# M tiles whose pixels' first and last reads `_reuse.tile_pixel_stamps` stamps one by one
 _GAP_SAMPLES = 16
 
 
@@ -79,7 +79,8 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     gap_p = _ONE_SPAN
     if share_blk > 0 and R * S > 1:
         picks, stands = tile_samples(N * P * Q, tm, _GAP_SAMPLES)
-        gap_p = block_gaps(picks, stands, tm, N * P * Q, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, win.reverse)
+        gap_p = tile_pixel_stamps(picks, stands, tm, N * P * Q, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw,
+                                  win.reverse)[1]
         gap_p.setflags(write=False)
     # distinct lines per missed row over a CTA lifetime
     if not nhwc:

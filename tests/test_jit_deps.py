@@ -24,7 +24,8 @@ JIT_DEPENDENCIES = {
     "analytic._counts_fprop": ["analytic/_counts.py", "analytic/_groups.py"],
     "analytic._counts_backward": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py"],
     "analytic._wgrad": ["analytic/_counts.py", "analytic/_l2.py", "analytic/_schedule.py"],
-    "analytic._counts_grouped": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py"],
+    "analytic._counts_grouped": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py",
+                                 "analytic/_reuse.py"],
     "analytic._grouped_model": ["analytic/_counts.py", "analytic/_counts_grouped.py", "analytic/_schedule.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)

@@ -1,11 +1,12 @@
-"""`analytic._reuse.block_gaps` (the rounds between a pixel's last read in one channel block and its first
-in the next) against a naive count over every tile's rows and taps."""
+"""`analytic._reuse.tile_pixel_stamps` (each tile's distinct input pixels; the rounds between a pixel's last
+read in one channel block and its first in the next) against a naive count over every tile's rows and
+taps."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analytic._reuse import block_gaps
+from analytic._reuse import tile_pixel_stamps
 
 
 def naive_gaps(N, H, W, R, S, sh, sw, ph, pw, dh, dw, tm, reverse):
@@ -16,6 +17,7 @@ def naive_gaps(N, H, W, R, S, sh, sw, ph, pw, dh, dw, tm, reverse):
     M, RS = N * P * Q, R * S
     order = list(range(RS))[::-1] if reverse else list(range(RS))
     gaps = np.zeros(2 * RS - 1)
+    pixels = []
     for m0 in range(0, M, tm):
         seen = {}
         for t, pos in enumerate(order):
@@ -29,18 +31,20 @@ def naive_gaps(N, H, W, R, S, sh, sw, ph, pw, dh, dw, tm, reverse):
                     seen[(n, y, x)] = (first, t)
         for first, last in seen.values():
             gaps[RS - 1 - last + first] += 1
-    return gaps / gaps.sum(), P, Q, M
+        pixels.append(len(seen))
+    return gaps / gaps.sum(), pixels, P, Q, M
 
 
 def _run(N, H, W, R, S, sh, sw, ph, pw, dh, dw, tm, reverse):
-    want, P, Q, M = naive_gaps(N, H, W, R, S, sh, sw, ph, pw, dh, dw, tm, reverse)
+    want, pixels, P, Q, M = naive_gaps(N, H, W, R, S, sh, sw, ph, pw, dh, dw, tm, reverse)
     tiles = -(-M // tm)
     picks = np.arange(tiles, dtype=np.int64)
-    got = block_gaps(picks, np.ones(tiles), tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse)
+    counts, got = tile_pixel_stamps(picks, np.ones(tiles), tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse)
+    assert counts.tolist() == pixels
     return got, want
 
 
-def test_block_gaps_hand_cases():
+def test_block_gap_hand_cases():
     # 7x1 (taps along h) on tiles of 32 rows of a 23-wide image: a pixel row is read by at most two
     # consecutive taps of a tile, so the next block's first read comes 5 rounds after the last one, or
     # further for the rows one tap reaches
@@ -56,7 +60,7 @@ def test_block_gaps_hand_cases():
 @given(n=st.integers(1, 2), h=st.integers(3, 12), w=st.integers(3, 12), r=st.integers(1, 4), s=st.integers(1, 4),
        sh=st.integers(1, 2), sw=st.integers(1, 2), pad=st.integers(0, 2), dil=st.integers(1, 2),
        tm=st.sampled_from([8, 16, 32]), reverse=st.booleans())
-def test_block_gaps_against_naive(n, h, w, r, s, sh, sw, pad, dil, tm, reverse):
+def test_tile_pixel_stamps_against_naive(n, h, w, r, s, sh, sw, pad, dil, tm, reverse):
     if h + 2 * pad < dil * (r - 1) + 1 or w + 2 * pad < dil * (s - 1) + 1:
         return
     got, want = _run(n, h, w, r, s, sh, sw, pad, pad, dil, dil, tm, reverse)
