@@ -27,7 +27,7 @@ from ._reuse import tile_pixel_stamps
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest of
 # them: updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "9bb007c41322e6b7"
+_JIT_DEPS_SHA256 = "04c57a3e2c1863f9"
 
 
 @functools.lru_cache(maxsize=256)
@@ -106,4 +106,4 @@ def tile_pixel_counts(picks, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw):
     (`_reuse.tile_pixel_stamps`, compiled: measured on the 63 grouped cases of random seeds 1-3, numpy's
     unique over each tile's taps took 2.6 of a prediction's 4.2 ms; compiled, 236 -> 1,030 predictions/s)."""
     return tile_pixel_stamps(picks, np.ones(picks.shape[0]), tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw,
-                             False)[0]
+                             False, False)[0]

@@ -57,50 +57,62 @@ def _pair_cover(N, P, Q, plo, phi, qlo, qhi, dp, dq, tile_m, tiles_m, M, edge):
 
 
 @njit(cache=True)
-def tile_pixel_stamps(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse):
-    """(the distinct in-image input pixels each tile of ``picks`` reads over every filter position; gap[g]:
-    share of the (pixel, tile) pairs whose pixel's last read in a channel block and its first in the next
-    lie g whole rounds apart ((R S - 1 - last position) + first position, in the sweep's order), each tile
-    standing for ``stands`` tiles). Each tile is swept position by position, every pixel its rows read
-    stamped with its first and last position. A 7x1 filter on 32-row tiles reads a pixel at two
-    consecutive positions, 5 rounds before the next block's first read; taken from the first and last
-    touches as if independent, a third of them came out 0 or 1 rounds apart."""
+def tile_pixel_stamps(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse, gaps):
+    """(the distinct in-image input pixels each tile of ``picks`` reads over every filter position; with
+    ``gaps``, gap[g]: share of the (pixel, tile) pairs whose pixel's last read in a channel block and its
+    first in the next lie g whole rounds apart ((R S - 1 - last position) + first position, in the sweep's
+    order), each tile standing for ``stands`` tiles). Each tile is swept position by position, every pixel
+    its rows read stamped (with its first and last position). A 7x1 filter on 32-row tiles reads a pixel
+    at two consecutive positions, 5 rounds before the next block's first read; taken from the first and
+    last touches as if independent, a third of them came out 0 or 1 rounds apart. A tile's rows are
+    decoded once, not at every position (mobilenet_v2, resnext50_32x4d and efficientnet_b0: 265 -> 60 us
+    a layer's 24 tiles)."""
     RS = R * S
     pq = P * Q
     most = (tm - 1) // pq + 2                     # images a tile's rows can span
     stamp = np.zeros(most * H * W, np.int64)
-    first = np.zeros(most * H * W, np.int64)
-    last = np.zeros(most * H * W, np.int64)
-    touched = np.empty(min(tm * RS, most * H * W), np.int64)
+    first = np.zeros(most * H * W if gaps else 1, np.int64)
+    last = np.zeros(most * H * W if gaps else 1, np.int64)
+    touched = np.empty(min(tm * RS, most * H * W) if gaps else 1, np.int64)
     gap = np.zeros(2 * RS - 1, np.float64)
     counts = np.zeros(picks.shape[0], np.int64)
+    y0 = np.empty(tm, np.int64)                   # a row's first tap's input row, column, image base
+    x0 = np.empty(tm, np.int64)
+    base = np.empty(tm, np.int64)
     for i in range(picks.shape[0]):
         m0 = picks[i] * tm
-        m1 = min(m0 + tm, M)
+        rows = min(m0 + tm, M) - m0
         n0 = m0 // pq
+        for j in range(rows):
+            m = m0 + j
+            n = m // pq
+            p = (m - n * pq) // Q
+            y0[j] = p * sh - ph
+            x0[j] = (m - n * pq - p * Q) * sw - pw
+            base[j] = (n - n0) * H
         mark = i + 1
         count = 0
         for t in range(RS):
             r, s = _tap(t, RS, S, reverse)
-            for m in range(m0, m1):
-                n = m // pq
-                p = (m - n * pq) // Q
-                q = m - n * pq - p * Q
-                y = p * sh - ph + r * dh
-                x = q * sw - pw + s * dw
+            for j in range(rows):
+                y = y0[j] + r * dh
+                x = x0[j] + s * dw
                 if y < 0 or y >= H or x < 0 or x >= W:
                     continue
-                k = ((n - n0) * H + y) * W + x
+                k = (base[j] + y) * W + x
                 if stamp[k] != mark:
                     stamp[k] = mark
-                    first[k] = t
-                    touched[count] = k
+                    if gaps:
+                        first[k] = t
+                        touched[count] = k
                     count += 1
-                last[k] = t
+                if gaps:
+                    last[k] = t
         counts[i] = count
-        for j in range(count):
-            k = touched[j]
-            gap[RS - 1 - last[k] + first[k]] += stands[i]
+        if gaps:
+            for j in range(count):
+                k = touched[j]
+                gap[RS - 1 - last[k] + first[k]] += stands[i]
     total = gap.sum()
     if total > 0.0:
         gap /= total

@@ -80,7 +80,7 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     if share_blk > 0 and R * S > 1:
         picks, stands = tile_samples(N * P * Q, tm, _GAP_SAMPLES)
         gap_p = tile_pixel_stamps(picks, stands, tm, N * P * Q, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw,
-                                  win.reverse)[1]
+                                  win.reverse, True)[1]
         gap_p.setflags(write=False)
     # distinct lines per missed row over a CTA lifetime
     if not nhwc:

@@ -39,8 +39,11 @@ def _run(N, H, W, R, S, sh, sw, ph, pw, dh, dw, tm, reverse):
     want, pixels, P, Q, M = naive_gaps(N, H, W, R, S, sh, sw, ph, pw, dh, dw, tm, reverse)
     tiles = -(-M // tm)
     picks = np.arange(tiles, dtype=np.int64)
-    counts, got = tile_pixel_stamps(picks, np.ones(tiles), tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse)
+    counts, got = tile_pixel_stamps(picks, np.ones(tiles), tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse,
+                                    True)
     assert counts.tolist() == pixels
+    assert tile_pixel_stamps(picks, np.ones(tiles), tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse,
+                             False)[0].tolist() == pixels
     return got, want
 
 
