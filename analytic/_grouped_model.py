@@ -168,7 +168,7 @@ def _thrash(x) -> float:
 
 @njit(cache=True)
 def _reread_misses(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count, S, Q, windows, classes,
-                   same_class, denom, b_scale, tm, valid, rs):
+                   same_class, denom, b_scale, tm, valid, rs, win_tile):
     """`reuse_misses`'s sums over the classes of input rows and columns (their taps in order: t = r S + s
     ascending), channel-block windows and tile classes: (cross, intra, total), summed in the order the
     Python loops summed them (predictions identical on seed 1's 300 cases). Measured like
@@ -195,7 +195,7 @@ def _reread_misses(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_coun
                             if first:
                                 t_first, m_first, first = t1, m1, False
                             else:
-                                intra += wt * _thrash(scale * min(tile_px, ((t1 - t0) * tm + (m1 - m0)) * valid)
+                                intra += wt * _thrash(scale * min(tile_px, win_tile[t1, t1 - t0])
                                                       + b_scale * (t1 - t0))
                             t0, m0 = t1, m1
                     cross += wt * _thrash(scale * min(tile_px, ((rs - t0 + t_first) * tm + (m_first - m0)) * valid)
@@ -265,8 +265,9 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     pixel and group). A pixel is read by its taps in filter-position order; between two reads, d filter
     positions apart, by outputs dm GEMM rows apart, each co-resident CTA (cps, or fewer when the grid is
     smaller than a wave; where the pixels reach some of the sets, those in this CTA's class of sets:
-    `_same_class_residents`) reads about d tile_m - dm rows, at most its tile's pixels (`_tile_pixels`, per
-    class of tiles, weighted by their rows), into
+    `_same_class_residents`) reads its tile's distinct pixels of those positions (`_window_pixels`; for the
+    next group's re-read, which wraps around the sweep, about d tile_m - dm rows), at most its tile's pixels
+    (`_tile_pixels`, per class of tiles, weighted by their rows), into
     the L1 sets that lines a pixel pitch apart reach, with the filter lines of the rounds between
     (`_b_lines_round`): x = CTAs x lines / (ways x those sets), per class of channel-block windows
     (`_window_lines`), and the miss
@@ -292,8 +293,29 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     cross, intra, total = _reread_misses(*_axis_arrays(layer.p, layer.h, sh, ph, dh, layer.r),
                                          *_axis_arrays(layer.q, layer.w, sw, pw, dw, layer.s), layer.s, layer.q,
                                          np.array(windows, np.float64), np.array(classes, np.float64),
-                                         float(same_class), float(ways * reach), float(b_scale), tm, valid, rs)
+                                         float(same_class), float(ways * reach), float(b_scale), tm, valid, rs,
+                                         _window_pixels(layer, kernel, gpu.sector_bytes))
     return (cross / total, intra / total) if total else (0.0, 0.0)
+
+
+@memo()
+def _window_pixels(layer, kernel, sec) -> np.ndarray:
+    """win[t, d]: one tile's distinct input pixels read from filter position t - d to t (the dense
+    engine's reuse histogram and window, `_reuse.window_rows`, per tile): a re-read d positions after
+    the last one sees these in between, where ``d T_m`` rows were assumed (seed 4 #37, 11x11 stride 2
+    on 218-wide images: two rows of taps re-read a pixel 22 positions later, after some 650 of the
+    tile's pixels, not its whole 2,439; L1 misses +358 %)."""
+    from ._reuse import reuse_histogram, window_rows
+    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
+    tm = min(kernel.tile_m, layer.gemm_m)
+    tiles_m = cdiv(layer.gemm_m, tm)
+    dense = layer.c * kernel.elem_bytes < sec
+    frac = np.full(max(sw, 1), 1.0 if dense else 0.0)
+    hist = reuse_histogram(layer.n, layer.h, layer.w, layer.r, layer.s, sh, sw, ph, pw, dh, dw, layer.p, layer.q,
+                           tm, tiles_m, frac, 1.0, False)
+    win = window_rows(hist, np.zeros(layer.r * layer.s, np.int64), 1) * (tm / layer.gemm_m)
+    win.setflags(write=False)
+    return win
 
 
 def _busy_periods(layer, kernel, gpu, machine) -> tuple:
