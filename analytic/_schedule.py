@@ -61,7 +61,7 @@ _CFG_COLS = 13
 def b_key(tm, tn, m_div, bcls):
     """What a CTA's B reads are: its tile_n, or where ``bcls`` is given (strided dgrad: tile_m
     ``m_div`` apart belong to the next sub-problem), its tile_n and its sub-problem's class of filter
-    lines (`model._strided_dgrad_b_classes`)."""
+    sectors (`_geometry.dgrad_b_classes`)."""
     if bcls is None:
         return tn
     return tn * bcls.shape[0] + bcls[tm // m_div]

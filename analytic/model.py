@@ -16,7 +16,7 @@ from traces.kernel import KernelConfig
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, dirty_at_end, layer_time, machine_of as _machine
 from ._common import nsets as _nsets
 from ._counts import l1_counts
-from ._geometry import _starting_coord, dgrad_subproblems, geometry, geometry_check
+from ._geometry import dgrad_b_classes, dgrad_subproblems, geometry, geometry_check
 from ._l2 import cliff_params, l2_miss_prob, pattern_cliff, refetch_misses, swept_rereads
 from ._memo import memo
 from ._reuse import l1_configs
@@ -96,46 +96,9 @@ def _distinct_subproblems(layer, kernel) -> tuple:
     return tuple((geo, mult) for geo, mult in groups.values())
 
 
-@memo(256)
-def _strided_dgrad_b_classes(layer, kernel, sec) -> np.ndarray:
-    """Strided dgrad's sub-problems that load (starting filter position f = start_r stride_w + start_s, in
-    order; idle and store-only ones retire at once, so the others fill the SMs) in classes that read the
-    same filter sectors (an L1 hit needs the sector): f's taps (start_r, start_s) +
-    multiples of the stride, over a CTA column's channels and two filters k, sectors of ``sec`` bytes; f
-    joins the first earlier class whose sectors cover half of its own (or of the class's). With C e of
-    a few bytes one sector holds several taps, so sub-problems share filter sectors (seed 1 #260, C = 5
-    fp16 11x11 stride 3: simulated B L1 hits 86 %, 56 % predicted for sub-problems that never met); with
-    C e >= 32 B every one has its own. Read-only."""
-    R, S, C = layer.r, layer.s, layer.c
-    sh, sw = layer.stride
-    eb = kernel.elem_bytes
-    width = min(C, kernel.tile_n) * eb
-    found = []
-    for f in range(sh * sw):
-        start_r, start_s = f // sw, f % sw
-        if (start_r >= R or start_s >= S or _starting_coord(sh, layer.pad[0], start_r) >= layer.h
-                or _starting_coord(sw, layer.pad[1], start_s) >= layer.w):
-            continue                          # idle or store-only: its CTAs retire at once
-        lines = set()
-        for k in range(min(layer.k, 2)):
-            for r in range(f // sw, R, sh):
-                for s in range(f % sw, S, sw):
-                    start = ((k * R + r) * S + s) * C * eb
-                    lines.update(range(start // sec, (start + width - 1) // sec + 1))
-        found.append(lines)
-    cls = np.arange(len(found), dtype=np.int64)
-    for f in range(len(found)):
-        for g in range(f):
-            if found[f] and found[g] and 2 * len(found[f] & found[g]) >= min(len(found[f]), len(found[g])):
-                cls[f] = cls[g]
-                break
-    cls.setflags(write=False)
-    return cls
-
-
 def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     """Strided dgrad: the sum of its sub-problems (`_geometry.dgrad_subproblems`), each on the GEMM
-    engine as if alone, with dy's compulsory reads shared: every sub-problem reads (nearly) all of dy,
+    engine with the L1 co-residency of the whole grid, with dy's compulsory reads shared: every sub-problem reads (nearly) all of dy,
     one after the other in block order, so a later one finds it in L2 unless the tiles between evict
     it (their traffic against the L2, the engine's cliff)."""
     ex = l1_counts(layer, kernel)
@@ -143,12 +106,12 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     groups = _distinct_subproblems(layer, kernel)
     # co-residency on the SMs comes from the whole grid, whose loading sub-problems run side by side in
     # block order (tile_m_per_filter CTAs each): a co-resident or previous CTA shares this one's filter
-    # sectors only if its sub-problem is of the same class (`_strided_dgrad_b_classes`), and reads its
+    # sectors only if its sub-problem is of the same class (`_geometry.dgrad_b_classes`), and reads its
     # A window if it has the same place in its sub-problem (`_schedule.a_key`); each sub-problem's own
     # grid has its wave statistics (L2)
     cps, swz = machine[0], kernel.swizzle_log
     tpf = _cdiv(layer.n * _cdiv(layer.h, layer.stride[0]) * _cdiv(layer.w, layer.stride[1]), kernel.tile_m)
-    bcls = _strided_dgrad_b_classes(layer, kernel, gpu.sector_bytes)
+    bcls = dgrad_b_classes(layer, kernel, gpu.sector_bytes)
     cfg = sm_config_summary(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, SM_SAMPLES,
                             tpf, bcls)
     sched = {}

@@ -448,17 +448,17 @@ def test_shared_filters_hit_only_where_the_set_holds_the_round():
 
 
 def test_strided_dgrad_sub_problems_in_classes_of_shared_filter_sectors():
-    from analytic.model import _strided_dgrad_b_classes
+    from analytic._geometry import dgrad_b_classes
     fp16 = KernelConfig(op="dgrad", tile_m=64, tile_n=32, tile_k=8, threads=64, dtype="fp16")
     # C = 4 fp16: 8 bytes a tap, 24 a filter row (k, r): the taps of every starting position meet in
     # the same 32-byte sectors (f = (0, 0): bytes 0, 16, 48, 64 of each filter; (0, 1): 8, 56; (1, 0):
     # 24, 40; (1, 1): 32)
-    assert _strided_dgrad_b_classes(ConvLayer(1, 4, 9, 9, 8, 3, 3, stride=2, pad=1), fp16, 32).tolist() == [0, 0, 0, 0]
+    assert dgrad_b_classes(ConvLayer(1, 4, 9, 9, 8, 3, 3, stride=2, pad=1), fp16, 32).tolist() == [0, 0, 0, 0]
     # C = 16 fp32: 64 bytes a tap, two sectors of its own
     fp32 = dataclasses.replace(fp16, dtype="fp32")
-    assert _strided_dgrad_b_classes(ConvLayer(1, 16, 9, 9, 8, 3, 3, stride=2, pad=1), fp32, 32).tolist() == [0, 1, 2, 3]
+    assert dgrad_b_classes(ConvLayer(1, 16, 9, 9, 8, 3, 3, stride=2, pad=1), fp32, 32).tolist() == [0, 1, 2, 3]
     # a 1x1 filter at stride 2: only (0, 0) has taps; the other three store only
-    assert _strided_dgrad_b_classes(ConvLayer(1, 4, 9, 9, 8, 1, 1, stride=2), fp16, 32).tolist() == [0]
+    assert dgrad_b_classes(ConvLayer(1, 4, 9, 9, 8, 1, 1, stride=2), fp16, 32).tolist() == [0]
 
 
 def test_strided_dgrad_sub_problems_share_filter_sectors_on_an_sm():
