@@ -30,7 +30,7 @@ from ._schedule import SM_SAMPLES, sm_config_summary
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "c8a1560e23a7281c"
+_JIT_DEPS_SHA256 = "71984c4f912bad9f"
 
 
 @memo()
@@ -260,6 +260,21 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
     return out
 
 
+_ONE_WINDOW = np.ones((1, 2), np.float64)
+
+
+def _tile_classes(layer, kernel, sec) -> tuple:
+    return _tile_pixels(layer, kernel, sec)[2]
+
+
+@memo()
+def _as_array(table, layer, kernel, unit) -> np.ndarray:
+    """A memoized table of pairs (``table(layer, kernel, unit)``) as a read-only float array."""
+    out = np.array(table(layer, kernel, unit), np.float64)
+    out.setflags(write=False)
+    return out
+
+
 def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     """(fraction of the re-reads by a CTA's next group that miss L1, re-reads inside a group that miss per
     pixel and group). A pixel is read by its taps in filter-position order; between two reads, d filter
@@ -280,9 +295,9 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)
     # lines of a pixel's channel window in those sets, per class of channel blocks (`_window_lines`); a
     # window that straddles into a set the pixels do not reach is not counted there
-    windows = _window_lines(layer, kernel, gpu.line_bytes) if reach == sets else ((1.0, 1.0),)
+    windows = _as_array(_window_lines, layer, kernel, gpu.line_bytes) if reach == sets else _ONE_WINDOW
     same_class = _same_class_residents(layer, kernel, gpu, resident, sets // reach)
-    classes = _tile_pixels(layer, kernel, gpu.sector_bytes)[2]
+    classes = _as_array(_tile_classes, layer, kernel, gpu.sector_bytes)
     # the filter lines each round adds to the window (kSingleGroup: T_n filters a round; kMultipleGroup:
     # the K_g of the round's group), spread over the sets, those in the pixels' sets counted
     b_scale = resident * _b_lines_round(layer, kernel, gpu.line_bytes) / (ways * sets)
@@ -292,7 +307,7 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
     valid = valid_mrs / (layer.gemm_m * rs)
     cross, intra, total = _reread_misses(*_axis_arrays(layer.p, layer.h, sh, ph, dh, layer.r),
                                          *_axis_arrays(layer.q, layer.w, sw, pw, dw, layer.s), layer.s, layer.q,
-                                         np.array(windows, np.float64), np.array(classes, np.float64),
+                                         windows, classes,
                                          float(same_class), float(ways * reach), float(b_scale), tm, valid, rs,
                                          _window_pixels(layer, kernel, gpu.sector_bytes))
     return (cross / total, intra / total) if total else (0.0, 0.0)

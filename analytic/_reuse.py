@@ -113,7 +113,9 @@ def tile_pixel_stamps(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh
             for j in range(count):
                 k = touched[j]
                 gap[RS - 1 - last[k] + first[k]] += stands[i]
-    total = gap.sum()
+    total = 0.0                                   # in order: numpy's pairwise sum (interpreted tier) is
+    for g in range(gap.shape[0]):                 # not Numba's, and the tiers must agree to the last bit
+        total += gap[g]
     if total > 0.0:
         gap /= total
     return counts, gap

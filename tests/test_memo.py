@@ -43,3 +43,25 @@ def test_memoized_counts_are_read_only_and_the_public_copy_is_not():
     public = analytic.l1_counts_for(layer, kernel)
     public["sec_A"] = -1
     assert l1_counts(layer, kernel)["sec_A"] > 0
+
+
+def test_layers_of_one_shape_share_the_memo_and_other_shapes_do_not():
+    """The memo looks layers up by shape: a renamed copy finds the figures of the original (the same
+    object), a layer that differs in any one field does not, and predictions do not depend on names."""
+    kernel = KernelConfig()
+    layer = ConvLayer(2, 32, 14, 14, 64, 3, 3, pad=1, name="block1.conv")
+    clear_memo()
+    counts = l1_counts(layer, kernel)
+    assert l1_counts(dataclasses.replace(layer, name="block2.conv"), kernel) is counts
+    for change in ({"n": 3}, {"c": 64}, {"h": 15}, {"w": 13}, {"k": 32}, {"r": 1, "pad": 0}, {"s": 5, "pad": 2},
+                   {"stride": 2}, {"pad": 0}, {"dilation": 2, "pad": 2}, {"groups": 2}):
+        other = dataclasses.replace(layer, **change)
+        assert l1_counts(other, kernel) is not counts, change
+        assert dict(l1_counts(other, kernel)) == dict((clear_memo(), l1_counts(other, kernel))[1]), change
+    gpu = simcore.gpu("a100")
+    for grouped in (layer, dataclasses.replace(layer, groups=32, k=32)):
+        clear_memo()
+        named = analytic.predict_layer(grouped, gpu, kernel)
+        assert analytic.predict_layer(dataclasses.replace(grouped, name="other"), gpu, kernel) == named
+        clear_memo()
+        assert analytic.predict_layer(dataclasses.replace(grouped, name="other"), gpu, kernel) == named

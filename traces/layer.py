@@ -71,6 +71,13 @@ class ConvLayer:
                 raise ValueError(
                     f"{label}: filter larger than the padded input along {axis}: dilated filter span {span} "
                     f"> {axis} + 2*pad = {size + 2 * pad}")
+        object.__setattr__(self, "_shape", (self.n, self.c, self.h, self.w, self.k, self.r, self.s, self.stride,
+                                            self.pad, self.dilation, self.groups))
+
+    @property
+    def shape(self) -> tuple:
+        """Every field but the name: layers of one shape have the same figures (the model's memo)."""
+        return self._shape
 
     # ---- derived figures -------------------------------------------------------------------
     @property
