@@ -269,7 +269,7 @@ def _window_x(a_lines, d, nsa, other, bfrac, extra, ways):
 
 @njit(cache=True)
 def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, bfrac, extra,
-              l2a, l2b, l2_ways, l2_cliff, ref, l2_tab):
+              l2cls, a_scale, l2_ways, l2_cliff, ref, l2_tab):
     """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
     (linear ramp lo..hi).
 
@@ -290,7 +290,9 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
     wave touches its own window's lines in the meantime, L2 distance / capacity =
     l2a * (A lines of the window) + l2b * d (B lines per round of the wave), in lines (L2 LRU is
     per line: an A access fills one sector of a line); miss probability `_l2.l2_miss_window` (the cliff
-    of the window's own line pattern, ``l2_tab``, where its rows skip lines)."""
+    of the window's own line pattern, ``l2_tab``, where its rows skip lines). One term per class of waves
+    (``l2cls`` rows, `_schedule.l2_classes`: l2a = column 0 x ``a_scale``, the A lines at most column 1, l2b
+    = column 2), summed with the weights in column 3."""
     RS = hist.shape[0]
     total = 0.0
     total2 = 0.0
@@ -313,24 +315,50 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
             renewed = union and ref[t, t - d + 1:t].any()
             if renewed:
                 pm = hv * (1.0 - _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi,
-                                            l2a, l2b, l2_ways, l2_cliff, l2_tab, False, chain))
+                                            0.0, 0.0, l2_ways, l2_cliff, l2_tab, False, chain, 0.0))
             elif x >= hi:
                 pm = hv
             else:
                 pm = hv * (x - lo) / (hi - lo)
             total += pm
-            if union and l2a > 0:
-                if renewed:
-                    total2 += pm * (1.0 - _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways,
-                                                     lo, hi, l2a, l2b, l2_ways, l2_cliff, l2_tab, True, chain))
-                else:
-                    total2 += pm * l2_miss_window(ua * l2a + d * l2b, l2_ways, l2_cliff, l2_tab)
+            if union and l2cls[0, 0] > 0:
+                for c in range(l2cls.shape[0]):
+                    l2a = l2cls[c, 0] * a_scale
+                    if renewed:
+                        total2 += l2cls[c, 3] * pm * (1.0 - _chain_hit(
+                            ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, l2a, l2cls[c, 2],
+                            l2_ways, l2_cliff, l2_tab, True, chain, l2cls[c, 1]))
+                    else:
+                        total2 += l2cls[c, 3] * pm * l2_miss_window(min(ua * l2a, l2cls[c, 1]) + d * l2cls[c, 2],
+                                                                    l2_ways, l2_cliff, l2_tab)
     return total, total2
 
 
 @njit(cache=True)
+def halo_misses(x, rows, tile_lines, l2cls, l2_ways, l2_cliff, l2_tab):
+    """The first touches of a CTA that an adjacent tile of its wave read d positions before (``x[t, d]``,
+    `_window._halo_histogram`) and that miss the L2: in lockstep, each busy tile reads its window of
+    those d positions (``rows[t, d]`` rows of ``tile_lines`` lines) in between, plus d rounds of the
+    wave's B lines; per class of waves (``l2cls`` rows, `_schedule.l2_classes`: distinct tiles, the wave's
+    distinct A lines and its B lines a round, each over the L2's lines, and the class's weight), as
+    `l1_configs`'s within-CTA term judges the same window. The tiles' windows overlap where the filter
+    reaches far (an 11x11 stem's rows are read by five tiles): their A lines are at most the wave's."""
+    total = 0.0
+    RS = x.shape[0]
+    for t in range(RS):
+        for d in range(1, t + 1):
+            hv = x[t, d]
+            if hv <= 0.0:
+                continue
+            for c in range(l2cls.shape[0]):
+                xa = min(tile_lines * rows[t, d] * l2cls[c, 0], l2cls[c, 1])
+                total += l2cls[c, 3] * hv * l2_miss_window(xa + d * l2cls[c, 2], l2_ways, l2_cliff, l2_tab)
+    return total
+
+
+@njit(cache=True)
 def _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, l2a, l2b, l2_ways, l2_cliff,
-               l2_tab, l2, alive):
+               l2_tab, l2, alive, l2u):
     """Hit probability of a sector reuse at position t from t - d whose line positions u in between
     touch with probability ref[t, u] (independently): the line survives each stretch v -> u between
     touches with the hit probability of that stretch's own window, as `miss_rows` judges a whole
@@ -352,7 +380,8 @@ def _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, 
                 continue
             g = u - v
             if l2:
-                keep = 1.0 - l2_miss_window(scale_a * win[u, g] * l2a + g * l2b, l2_ways, l2_cliff, l2_tab)
+                keep = 1.0 - l2_miss_window(min(scale_a * win[u, g] * l2a, l2u) + g * l2b, l2_ways, l2_cliff,
+                                            l2_tab)
             else:
                 keep = _ramp(_window_x(scale_a * win[u, g], g, nsa, other, bfrac, extra, ways), lo, hi)
             reach += alive[v] * keep
@@ -401,7 +430,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
-               b_slice_avg, ns_life, bfrac, l2a_w, l2b, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p):
+               b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
@@ -410,7 +439,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     are their averages.
 
     Returns (fraction of A row accesses that miss L1, fraction of B lookups that hit, fraction of A
-    row accesses whose within-CTA reuse misses L1 and L2).
+    row accesses whose within-CTA reuse misses L1 and L2, summed over the classes of waves of ``l2cls``
+    with their weights: `_schedule.l2_classes`).
 
     ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
     (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
@@ -496,7 +526,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     # window: new lines only where a position's filter bytes leave the previous line
                     extra = lines_b / nmax * min(1.0, bfrac) if brep else 0.0
                     m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
-                                       extra, l2a_w / na, l2b, l2_ways, l2_cliff, ref, l2_tab)
+                                       extra, l2cls, 1.0 / na, l2_ways, l2_cliff, ref, l2_tab)
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total

@@ -21,7 +21,7 @@ from ._schedule import WAVE_SAMPLES, sample_index, tile_of, wave_stats
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "dd434915edda3d89"
+_JIT_DEPS_SHA256 = "6e2d6bb73388eb04"
 
 __all__ = ["pixel_reuse"]
 
@@ -333,7 +333,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     ksteps = cdiv(NPQ, tk)
     sec_a, sec_b, sec_c = ex["sec_A"], ex["sec_B"], ex["sec_C"]
     swz = kernel.swizzle_log
-    hist_ra, hist_rb, _hist_rh, wsum = wave_stats(tiles_m, tiles_n, swz, per_wave, WAVE_SAMPLES)
+    hist_ra, hist_rb, _hist_rh, wsum, _per_wave = wave_stats(tiles_m, tiles_n, swz, per_wave, WAVE_SAMPLES)
     n_waves = wsum[3]
     na_wave, nb_wave, ctas_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves
 

@@ -12,7 +12,7 @@ import numpy as np
 from ._common import cdiv as _cdiv, tile_samples, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
 from ._memo import memo
-from ._reuse import line_share, refresh_matrix, reuse_histogram, tile_pixel_stamps, window_span
+from ._reuse import line_share, refresh_matrix, reuse_histogram, tile_pixel_stamps, window_rows, window_span
 
 __all__ = ["a_window"]
 
@@ -108,8 +108,29 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
         per_row = C * sw * eb / SEC                   # the dense count's sectors per row
         ends = _nchw_run_sectors(win._replace(r=1, s=1), tm, eb, SEC) - rows_total / (R * S) * per_row
         run_sectors = rows_total * per_row + R * max(0.0, ends)
+    halo = _halo_histogram(win, tm, tiles_m, frac, hist, hist_line) if nhwc else None
     return (hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors,
-            ref, hist_line, gap_p)
+            ref, hist_line, gap_p, halo)
+
+
+def _halo_histogram(win, tm, tiles_m, frac, hist, hist_line) -> tuple:
+    """(x[t, d], the L2 window rows w[t, d]): a CTA's first touches at position t that an adjacent tile
+    read d positions before (its halo, shared with the tiles beside it), and the rows of a CTA window
+    over d positions (`window_rows`, every set). The first touches that one tile of all M rows would not
+    have (`reuse_histogram` of a single tile) are spread over d as that histogram's reuses exceed the
+    tiled one's (rows of the reuse_histogram's units)."""
+    N, H, W, R, S = win.n, win.h, win.w, win.r, win.s
+    whole = reuse_histogram(N, H, W, R, S, win.sh, win.sw, win.ph, win.pw, win.dh, win.dw, win.p, win.q,
+                            N * win.p * win.q, 1, frac, 0.0, win.reverse)
+    cross = np.maximum(0.0, hist[:, 0] - whole[:, 0])
+    gain = np.maximum(0.0, whole - hist)
+    gain[:, 0] = 0.0
+    norm = gain.sum(axis=1)
+    x = np.where(norm[:, None] > 0, gain * (cross / np.where(norm > 0, norm, 1.0))[:, None], 0.0)
+    rows = window_rows(hist_line, np.zeros(R * S, np.int64), 1)
+    x.setflags(write=False)
+    rows.setflags(write=False)
+    return x, rows
 
 
 def _nchw_run_sectors(win, tm, eb, SEC) -> float:

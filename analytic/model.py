@@ -19,8 +19,8 @@ from ._counts import l1_counts
 from ._geometry import dgrad_b_classes, dgrad_subproblems, geometry, geometry_check
 from ._l2 import cliff_params, l2_miss_prob, pattern_cliff, refetch_misses, swept_rereads
 from ._memo import memo
-from ._reuse import l1_configs
-from ._schedule import SM_SAMPLES, WAVE_SAMPLES, sm_config_summary, wave_stats
+from ._reuse import halo_misses, l1_configs
+from ._schedule import SM_SAMPLES, WAVE_SAMPLES, l2_classes, sm_config_summary, wave_stats
 from ._tiers import tiered
 from ._window import a_window
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
@@ -32,6 +32,7 @@ __all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
 
 
 _NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
+_NO_CLASS = np.zeros((1, 4), np.float64)  # nchw: no within-CTA L2 term
 
 
 def _check_modelled(layer, gpu, kernel):
@@ -228,7 +229,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
             sched[(tiles_m, tiles_n)] = stats
     else:
         stats = sched[(tiles_m, tiles_n)]
-    cfg, (hist_ra, hist_rb, hist_rh, wsum) = stats
+    cfg, (hist_ra, hist_rb, hist_rh, wsum, wave_tab) = stats
     n_waves = wsum[3]
     na_wave, nb_wave, ctas_wave, runs_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves, \
         wsum[4] / n_waves
@@ -246,7 +247,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     nmax = max(nsa, nsb)
 
     (hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors, ref,
-     hist_line, gap_p) = a_window(win, tm, tk, eb, nhwc, SEC, LINE, f.l1_tile_edge)
+     hist_line, gap_p, halo_tab) = a_window(win, tm, tk, eb, nhwc, SEC, LINE, f.l1_tile_edge)
     lo, hi = f.l1_hit_lo, f.l1_hit_hi
     nblk = _cdiv(C, tk) if nhwc else C
     dense = unit < SEC
@@ -278,13 +279,15 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     # L2 distance of within-CTA reuses that miss L1, per line of L2 capacity: the wave's distinct A
     # tiles (lines_a_t counts one CTA's A lines times na) and its B lines per round
     cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
+    delta = (R - 1) * dh / sh * Q + (S - 1) * dw / sw    # the filter's reach in GEMM rows (a tile's halo)
     if nhwc:
-        # the tiles of each CTA's own wave, averaged over CTAs (a partial last wave holds few of them)
-        l2a_w = wsum[5] / wsum[2] / cap_lines
-        l2b = wsum[6] / wsum[2] * b_lines_round / cap_lines
+        # per class of waves alike in their tiles (`_schedule.l2_classes`): the L2 cliff is convex, and a
+        # grid whose waves differ (a partial last wave; swizzled column pairs, then a lone column) misses
+        # where its larger waves reach the cliff, not where their average does; a wave's tiles' windows
+        # overlap where the filter reaches far, and count at most its distinct A lines
+        l2cls = l2_classes(wave_tab, tiles_m, cap_lines, b_lines_round, uniq_a_lines / M, float(tm), delta)
     else:
-        l2a_w = 0.0
-        l2b = 0.0
+        l2cls = _NO_CLASS
     l2_ways = float(gpu.l2_ways)
     cliff = cliff_params(gpu, f)
     # a within-CTA reuse's L2 window holds one channel block of consecutive rows: where those skip
@@ -313,7 +316,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
         hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
         lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1, float(ns_life),
-        bfrac, l2a_w, l2b,
+        bfrac, l2cls,
         l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     l1_hit_a = sec_a - miss_a
@@ -331,7 +334,6 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     # own core is the rest. Densities: A sectors (lines) per GEMM row.
     dens = uniq_a / M
     dens_l = uniq_a_lines / M
-    delta = (R - 1) * dh / sh * Q + (S - 1) * dw / sw
     core = max(0.0, tm - delta)
     bnd = min(delta, float(tm))
     b_slice = uniq_b / tiles_n
@@ -344,8 +346,16 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, cliff)
     # within-CTA reuses (across filter positions) that miss L1 and L2: once per wave and tile_m (the
     # wave's other CTAs with that tile_m read the same sectors in the same round, right behind it)
-    inner = miss2_frac_a * rows_total * spr * wsum[0] / tiles_m
-    dram_a = min(miss_a, uniq_a + reread_a + inner)
+    inner = miss2_frac_a * rows_total * spr
+    # halo sectors an adjacent tile of the same wave read some positions before (its first touches are
+    # no reuse inside the CTA): the wave's windows of those positions against the L2 (tiles whose
+    # neighbour runs in the same wave: all but a run's first)
+    halo = 0.0
+    if nhwc and halo_tab is not None and wsum[0] > 0:
+        same_wave = max(0.0, wsum[0] - wsum[4]) / wsum[0]
+        halo = same_wave * spr * halo_misses(halo_tab[0], halo_tab[1], (tm / M) * lpr_a, l2cls, l2_ways, cliff,
+                                             l2_tab)
+    dram_a = min(miss_a, uniq_a + reread_a + inner + halo)
     dram_b = min(miss_b, uniq_b + reread_b)
     y_cta = uniq_c / ctas
 

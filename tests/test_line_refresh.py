@@ -128,16 +128,17 @@ def test_chain_hit_against_refresh_patterns(R, S, pw, W, other, bfrac, in_l2, da
                     for t in range(RS)])
     scale_a, nsa, ways, extra, lo, hi = 0.5, 4.0, data.draw(st.sampled_from([4.0, 8.0, 16.0])), 0.0, 0.95, 1.1
     l2a, l2b, l2_ways, l2_cliff = data.draw(st.sampled_from([0.01, 0.05])), 0.02, 16.0, (0.12, 0.3)
+    l2u = data.draw(st.sampled_from([1e30, 0.2]))     # the wave's distinct A lines: no bound, or one
 
     def keep(u, g):
         if in_l2:
-            return 1.0 - l2_miss_prob(scale_a * win[u, g] * l2a + g * l2b, l2_ways, l2_cliff)
+            return 1.0 - l2_miss_prob(min(scale_a * win[u, g] * l2a, l2u) + g * l2b, l2_ways, l2_cliff)
         return _ramp((scale_a * win[u, g] / nsa + min(g, g * bfrac + 1.0) * other + extra) / ways, lo, hi)
 
     for t in range(1, RS):
         for d in range(1, min(t, 8) + 1):
             got = _chain_hit(ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, l2a, l2b, l2_ways,
-                             l2_cliff, np.zeros(0), in_l2, np.empty(RS))
+                             l2_cliff, np.zeros(0), in_l2, np.empty(RS), l2u)
             want = naive_chain_hit(ref, t, d, keep)
             assert abs(got - want) < 1e-9, (t, d, got, want)
             if not ref[t, t - d + 1:t].any():

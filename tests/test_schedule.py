@@ -4,7 +4,7 @@ from collections import Counter
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analytic._schedule import CFG_PREV, GAP_MAX, sm_config_summary, sm_configs, tile_of, wave_stats
+from analytic._schedule import CFG_PREV, GAP_MAX, sm_config_summary, sm_configs, tile_of, wave_classes, wave_stats
 from tests.naive_schedule import merge_configs, naive_sm_configs, naive_valid_blocks, naive_wave_stats
 
 grids = st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(0, 3), st.integers(1, 12),
@@ -75,21 +75,41 @@ def test_hand_made_swizzle_and_partial_row():
     # waves of 4 CTAs: wave 0 = blocks 0..3 (tile_m 0, 1; tile_n 0, 1); wave 1 = blocks 4..7 re-reads
     # tile_m 0 and 1 and tile_n 0 and 1 (gap 1), first reads tile_m 2 and tile_n 2; wave 2 = block 8
     # re-reads tile_m 2 and tile_n 2 (gap 1)
-    hist_a, hist_b, hist_h, sums = wave_stats(3, 3, 1, 4, 100)
+    hist_a, hist_b, hist_h, sums, per = wave_stats(3, 3, 1, 4, 100)
     assert hist_a[1] == 3 and hist_a.sum() == 3
     assert hist_b[1] == 3 and hist_b.sum() == 3
     # boundaries: wave 1 touches (0,1) and (1,2), both read before (gap 1); wave 2 touches (1,2): gap 1
     assert hist_h[1] == 3 and hist_h.sum() == 3
     # CTA-weighted: waves of 4, 4 and 1 CTAs with 2, 3 and 1 distinct tile_m (and tile_n)
     assert list(sums) == [2 + 3 + 1, 2 + 3 + 1, 9, 3, 1 + 1 + 1, 4 * 2 + 4 * 3 + 1, 4 * 2 + 4 * 3 + 1]
+    # each wave on its own: [weight, distinct tile_m, distinct tile_n, CTAs, tile_m runs]
+    assert per.tolist() == [[1, 2, 2, 4, 1], [1, 3, 3, 4, 1], [1, 1, 1, 1, 1]]
+    # 1, 2 and 3 distinct tile_m differ by more than 10 %: three classes, each tile_m fetch / 3 tile_m
+    np.testing.assert_allclose(wave_classes(per, 3), [[1, 1, 1, 1 / 3, 1], [1, 2, 2, 2 / 3, 1], [1, 3, 3, 1, 1]])
+
+
+def test_wave_classes_merge_alike_waves_weighted_by_their_ctas():
+    # waves of 100 and 105 distinct tile_m (within 10 %) are one class, averaged over their CTAs (2 x 50 and
+    # 1 x 200 CTAs: (100 * 100 + 105 * 200) / 300); a wave of 20 tile_m is a class of its own
+    per = np.array([[2.0, 100, 4, 50, 1], [1.0, 105, 2, 200, 2], [1.0, 20, 1, 10, 1]])
+    got = wave_classes(per, 500)
+    assert got.shape == (2, 5)
+    np.testing.assert_allclose(got[0], [1.0, 20, 1, 20 / 500, 1])
+    np.testing.assert_allclose(got[1], [3.0, (100 * 100 + 105 * 200) / 300, (4 * 100 + 2 * 200) / 300,
+                                        (2 * 100 + 105) / 500, (1 * 100 + 2 * 200) / 300])
+    # every wave's tile_m fetches are counted once, whatever the classes
+    assert abs(got[:, 3].sum() * 500 - (2 * 100 + 105 + 20)) < 1e-9
 
 
 def test_sampled_statistics_stay_close_to_exhaustive():
     # a grid with 60 waves; 16 sampled waves estimate the sums within a few percent
     exact = wave_stats(300, 6, 2, 30, 10 ** 6)
     sampled = wave_stats(300, 6, 2, 30, 16)
-    for e, s in zip(exact, sampled):
+    for e, s in zip(exact[:4], sampled[:4]):
         assert abs(e.sum() - s.sum()) <= 0.05 * e.sum() + 1
+    # the per-wave rows stand for every wave: their weights sum to the waves, CTAs x weight to the CTAs
+    for per in (exact[4], sampled[4]):
+        assert abs(per[:, 0].sum() - 60) < 1e-9 and abs(per[:, 0] @ per[:, 3] - 1800) < 1e-6
     rows_e = sm_configs(300, 6, 2, 10, 3, 10 ** 6)
     rows_s = sm_configs(300, 6, 2, 10, 3, 64)
     assert abs(rows_e[:, 0].sum() - rows_s[:, 0].sum()) < 1e-6      # weights sum to the CTAs
