@@ -10,7 +10,8 @@ from analytic._geometry import geometry
 from analytic._window import a_window
 from traces import ConvLayer, KernelConfig
 
-from analytic._reuse import reuse_histogram
+from analytic._l2 import l2_miss_prob
+from analytic._reuse import halo_misses, reuse_histogram
 
 
 def _tables(layer, kernel):
@@ -58,3 +59,24 @@ def test_a_7x1_filter_on_one_row_tiles_reads_its_halo_from_the_tiles_beside():
     first_after = hist[1:, 0].sum()
     assert x.sum() > 0.8 * first_after
     assert x[:, 1].sum() > 0.8 * x.sum()
+
+
+@given(rs=st.integers(1, 6), classes=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_halo_misses_against_a_python_sum(rs, classes, seed):
+    """`_reuse.halo_misses` is the sum over (t, d <= t) and wave classes of weight x rows x the L2 miss
+    probability of the bounded window, written out here term by term."""
+    rng = np.random.default_rng(seed)
+    x = np.tril(rng.uniform(0, 50, (rs, rs)))
+    x[:, 0] = 0.0
+    rows = rng.uniform(10, 400, (rs, rs))
+    cls = np.column_stack([rng.uniform(1e-3, 5e-2, classes), rng.uniform(0.2, 3.0, classes),
+                           rng.uniform(0, 1e-2, classes), rng.uniform(0.1, 2.0, classes)])
+    tile_lines, ways, cliff = 0.75, 16.0, (0.12, 0.3)
+    want = 0.0
+    for t in range(rs):
+        for d in range(1, t + 1):
+            for a, u, b, w in cls:
+                want += w * x[t, d] * l2_miss_prob(min(tile_lines * rows[t, d] * a, u) + d * b, ways, cliff)
+    got = halo_misses(x, rows, tile_lines, cls, ways, cliff, np.zeros(0))
+    assert abs(got - want) <= 1e-9 * max(1.0, abs(want))

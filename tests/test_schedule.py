@@ -4,7 +4,8 @@ from collections import Counter
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analytic._schedule import CFG_PREV, GAP_MAX, sm_config_summary, sm_configs, tile_of, wave_classes, wave_stats
+from analytic._schedule import (CFG_PREV, GAP_MAX, l2_classes, sm_config_summary, sm_configs, tile_of, wave_classes,
+                               wave_stats)
 from tests.naive_schedule import merge_configs, naive_sm_configs, naive_valid_blocks, naive_wave_stats
 
 grids = st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(0, 3), st.integers(1, 12),
@@ -117,3 +118,12 @@ def test_sampled_statistics_stay_close_to_exhaustive():
         me = np.average(rows_e[:, col], weights=rows_e[:, 0])
         ms = np.average(rows_s[:, col], weights=rows_s[:, 0])
         assert abs(me - ms) <= 0.05 * max(1.0, me)
+
+
+def test_l2_classes_scale_each_class_to_the_l2():
+    # the classes of the hand-made test above, with 3 tile_m of 128 rows, 2 lines a row, a halo of 10
+    # rows a run, 5 B lines a tile_n, an L2 of 1,000 lines
+    per = np.array([[1.0, 2, 2, 4, 1], [1.0, 3, 3, 4, 1], [1.0, 1, 1, 1, 1]])
+    got = l2_classes(per, 3, 1000.0, 5.0, 2.0, 128.0, 10.0)
+    for row, (na, nb, share) in zip(got, [(1, 1, 1 / 3), (2, 2, 2 / 3), (3, 3, 1.0)]):
+        np.testing.assert_allclose(row, [na / 1000, 2 * (na * 128 + 10) / 1000, nb * 5 / 1000, share])
