@@ -14,6 +14,7 @@ Memoized values are read-only: counts are `types.MappingProxyType`, arrays have 
 from __future__ import annotations
 
 import functools
+import threading
 
 from traces.layer import ConvLayer
 
@@ -29,6 +30,7 @@ class _Memo:
 
     def __init__(self, function, maxsize):
         self.function, self.maxsize, self.table = function, maxsize, {}
+        self.lock = threading.Lock()      # inserts and evictions (threads predicting at once); reads need none
         functools.update_wrapper(self, function)
 
     def __call__(self, *args):
@@ -39,13 +41,15 @@ class _Memo:
         except KeyError:
             pass
         value = self.function(*args)
-        if len(table) >= self.maxsize:
-            del table[next(iter(table))]
-        table[key] = value
+        with self.lock:
+            while len(table) >= self.maxsize:
+                del table[next(iter(table))]
+            table[key] = value
         return value
 
     def cache_clear(self):
-        self.table.clear()
+        with self.lock:
+            self.table.clear()
 
 
 def memo(maxsize: int = 1024):

@@ -65,3 +65,28 @@ def test_layers_of_one_shape_share_the_memo_and_other_shapes_do_not():
         assert analytic.predict_layer(dataclasses.replace(grouped, name="other"), gpu, kernel) == named
         clear_memo()
         assert analytic.predict_layer(dataclasses.replace(grouped, name="other"), gpu, kernel) == named
+
+
+def test_a_full_memo_evicts_its_oldest_entries_also_under_threads():
+    """At ``maxsize`` entries the oldest goes; threads filling one memo at once neither lose a result nor
+    let it grow past its size."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from analytic._memo import memo
+
+    calls = []
+
+    @memo(maxsize=8)
+    def square(x):
+        calls.append(x)
+        return x * x
+
+    for x in range(10):
+        assert square(x) == x * x
+    assert list(square.table) == [(x,) for x in range(2, 10)]
+    assert square(9) == 81 and calls.count(9) == 1          # still held: not computed again
+    assert square(0) == 0 and calls.count(0) == 2           # evicted: computed again
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(square, [x % 40 for x in range(4000)]))
+    assert results == [(x % 40) ** 2 for x in range(4000)]
+    assert len(square.table) <= 8
