@@ -322,15 +322,13 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
                 pm = hv * (x - lo) / (hi - lo)
             total += pm
             if union and l2cls[0, 0] > 0:
-                for c in range(l2cls.shape[0]):
-                    l2a = l2cls[c, 0] * a_scale
-                    if renewed:
+                if renewed:
+                    for c in range(l2cls.shape[0]):
                         total2 += l2cls[c, 3] * pm * (1.0 - _chain_hit(
-                            ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, l2a, l2cls[c, 2],
-                            l2_ways, l2_cliff, l2_tab, True, chain, l2cls[c, 1]))
-                    else:
-                        total2 += l2cls[c, 3] * pm * l2_miss_window(min(ua * l2a, l2cls[c, 1]) + d * l2cls[c, 2],
-                                                                    l2_ways, l2_cliff, l2_tab)
+                            ref, t, d, win, scale_a, nsa, other, bfrac, extra, ways, lo, hi, l2cls[c, 0] * a_scale,
+                            l2cls[c, 2], l2_ways, l2_cliff, l2_tab, True, chain, l2cls[c, 1]))
+                else:
+                    total2 += pm * _class_l2_miss(l2cls, ua, a_scale, d, l2_ways, l2_cliff, l2_tab)
     return total, total2
 
 
@@ -350,9 +348,19 @@ def halo_misses(x, rows, tile_lines, l2cls, l2_ways, l2_cliff, l2_tab):
             hv = x[t, d]
             if hv <= 0.0:
                 continue
-            for c in range(l2cls.shape[0]):
-                xa = min(tile_lines * rows[t, d] * l2cls[c, 0], l2cls[c, 1])
-                total += l2cls[c, 3] * hv * l2_miss_window(xa + d * l2cls[c, 2], l2_ways, l2_cliff, l2_tab)
+            total += hv * _class_l2_miss(l2cls, tile_lines * rows[t, d], 1.0, d, l2_ways, l2_cliff, l2_tab)
+    return total
+
+
+@njit(cache=True, inline="always")
+def _class_l2_miss(l2cls, a_lines, a_scale, d, l2_ways, l2_cliff, l2_tab):
+    """A window of ``a_lines`` A lines (x ``a_scale``) and d rounds against the L2, per class of waves of
+    ``l2cls`` (`_schedule.l2_classes`): the classes' miss probabilities, summed with their weights; a
+    class's A lines at most the wave's distinct ones."""
+    total = 0.0
+    for c in range(l2cls.shape[0]):
+        xa = min(a_lines * (l2cls[c, 0] * a_scale), l2cls[c, 1])
+        total += l2cls[c, 3] * l2_miss_window(xa + d * l2cls[c, 2], l2_ways, l2_cliff, l2_tab)
     return total
 
 

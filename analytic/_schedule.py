@@ -374,8 +374,9 @@ def _run(lo, hi, xa, a, w, per_wave, tiles_m, tiles_n, swz, hist_a, hist_h, weig
 
 
 @njit(cache=True)
-def _wave(w, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, sums, weight):
-    """Add wave w's statistics (see wave_stats) with ``weight``."""
+def _wave(w, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, weight, row):
+    """Add wave w's histograms (see wave_stats) with ``weight``; its row of `wave_stats`'s ``per`` into
+    ``row``."""
     width = 1 << swz
     g = tiles_m * width
     full_rows = tiles_n >> swz
@@ -422,14 +423,7 @@ def _wave(w, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, sums
         lo = run0_lo if k == 0 else run1_lo
         hi = run0_hi if k == 0 else run1_hi
         _run(lo, hi, xa, a, w, per_wave, tiles_m, tiles_n, swz, hist_a, hist_h, weight)
-    sums[0] += weight * na
-    sums[1] += weight * nb
-    sums[2] += weight * (b - a)
-    sums[3] += weight
-    sums[4] += weight * nruns
-    sums[5] += weight * (b - a) * na
-    sums[6] += weight * (b - a) * nb
-    return na, nb, b - a, nruns
+    row[0], row[1], row[2], row[3], row[4] = weight, na, nb, b - a, nruns
 
 
 @njit(cache=True)
@@ -453,19 +447,26 @@ def wave_stats(tiles_m, tiles_n, swz, per_wave, max_samples):
     hist_a = np.zeros(GAP_MAX + 1, np.float64)
     hist_b = np.zeros(GAP_MAX + 1, np.float64)
     hist_h = np.zeros(GAP_MAX + 1, np.float64)
-    sums = np.zeros(7, np.float64)
     n_inner = waves - 1
     take = min(n_inner, max(1, max_samples))
     per = np.zeros((take + 1 if n_inner > 0 else 1, 5), np.float64)
     if n_inner > 0:
         wgt = n_inner / take
         for i in range(take):
-            na, nb, nc, nr = _wave(sample_index(i, take, n_inner), ctas, per_wave, tiles_m, tiles_n, swz, hist_a,
-                                   hist_b, hist_h, sums, wgt)
-            per[i, 0], per[i, 1], per[i, 2], per[i, 3], per[i, 4] = wgt, na, nb, nc, nr
-    na, nb, nc, nr = _wave(waves - 1, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, sums, 1.0)
-    last = per.shape[0] - 1
-    per[last, 0], per[last, 1], per[last, 2], per[last, 3], per[last, 4] = 1.0, na, nb, nc, nr
+            _wave(sample_index(i, take, n_inner), ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h,
+                  wgt, per[i])
+    _wave(waves - 1, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, 1.0, per[per.shape[0] - 1])
+    # the sums, wave by wave in the order the waves were counted
+    sums = np.zeros(7, np.float64)
+    for i in range(per.shape[0]):
+        weight, na, nb, nc, nruns = per[i, 0], per[i, 1], per[i, 2], per[i, 3], per[i, 4]
+        sums[0] += weight * na
+        sums[1] += weight * nb
+        sums[2] += weight * nc
+        sums[3] += weight
+        sums[4] += weight * nruns
+        sums[5] += weight * nc * na
+        sums[6] += weight * nc * nb
     return hist_a, hist_b, hist_h, sums, per
 
 

@@ -351,7 +351,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     # no reuse inside the CTA): the wave's windows of those positions against the L2 (tiles whose
     # neighbour runs in the same wave: all but a run's first)
     halo = 0.0
-    if nhwc and halo_tab is not None and wsum[0] > 0:
+    if halo_tab is not None and wsum[0] > 0:         # (nhwc: None for nchw)
         same_wave = max(0.0, wsum[0] - wsum[4]) / wsum[0]
         halo = same_wave * spr * halo_misses(halo_tab[0], halo_tab[1], (tm / M) * lpr_a, l2cls, l2_ways, cliff,
                                              l2_tab)
