@@ -267,6 +267,25 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     return out[:m]
 
 
+def filters_in_step(cfg, keep):
+    """``cfg`` (`sm_config_summary`'s rows) where an earlier slot's filter tile (BREP) is shared by only
+    the share ``keep`` of the CTAs that hold it; the others read theirs as first holders (BREP and its
+    gap cleared, the weight split)."""
+    if keep >= 1.0:
+        return cfg
+    rows = []
+    for row in cfg:
+        if row[CFG_BREP] > 0.5:
+            alone = row.copy()
+            alone[CFG_WEIGHT] *= 1.0 - keep
+            alone[CFG_BREP] = alone[CFG_GAPB] = 0.0
+            row = row.copy()
+            row[CFG_WEIGHT] *= keep
+            rows.append(alone)
+        rows.append(row)
+    return np.array(rows, np.float64).reshape(-1, cfg.shape[1])
+
+
 # the model's schedule statistics enumerate at most this many (wave, SM) pairs / waves, so the cost of a
 # prediction does not grow with the batch size
 SM_SAMPLES = 128
