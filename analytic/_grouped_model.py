@@ -5,7 +5,7 @@ its pixels in its groups' channel range, plus the re-reads (by later taps of a g
 whose window of other lines does not fit the L1 sets they map to (`reuse_misses`, `a_misses`), judged per
 class of tiles (`_tile_pixels`, exact). B: each CTA's filter slice once from L2, but for the CTAs whose
 slice an earlier co-resident slot of their SM has just read (`_b_shared`). DRAM reads: x's and w's
-distinct sectors, and the next group's re-reads that miss L2 too (`_cross_l2_miss`). The write side comes
+distinct sectors, and the re-reads that miss L2 too (`_l2_rereads`). The write side comes
 from the dense engine on the layer's dense part (`dense_equivalent`), scaled to the exact store sectors.
 """
 from __future__ import annotations
@@ -128,14 +128,6 @@ def _tile_pixels(layer, kernel, sec):
     return max(_layer_pixels(layer, sec), total), total / tiles_m, classes
 
 
-# The cross-group reuse window against the L1: the re-reads start to miss above THRASH_LO and all miss above
-# THRASH_HI (x: co-resident CTAs' tile pixels per line of the L1 sets they reach). Read off the simulated
-# depthwise and ResNeXt layers of mobilenet_v2, efficientnet_b0 and resnext50_32x4d on v100 (MODEL.md,
-# "Grouped and depthwise layers"); not yet a calibrated `ReuseFactors` field.
-THRASH_LO = 0.95
-THRASH_HI = 1.5
-
-
 @functools.lru_cache(maxsize=1024)
 def _axis_taps(out_size, in_size, stride, pad, dil, taps):
     """{((tap, output index - the first tap's), ...): input coordinates}: the taps that read each input
@@ -162,46 +154,181 @@ def _axis_arrays(out_size, in_size, stride, pad, dil, taps) -> tuple:
 
 
 @njit(cache=True)
-def _thrash(x) -> float:
-    return min(1.0, max(0.0, (x - THRASH_LO) / (THRASH_HI - THRASH_LO)))
+def _miss_ramp(x, lo, hi) -> float:
+    """Miss chance of an L1 reuse whose window fills ``x`` of the ways it maps to (the dense engine's
+    ramp, `_counts._ramp`, as its complement)."""
+    return 1.0 - _ramp(x, lo, hi)
 
 
 @njit(cache=True)
-def _reread_misses(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count, S, Q, windows, classes,
-                   same_class, denom, b_scale, tm, valid, rs, win_tile):
-    """`reuse_misses`'s sums over the classes of input rows and columns (their taps in order: t = r S + s
-    ascending), channel-block windows and tile classes: (cross, intra, total), summed in the order the
-    Python loops summed them (predictions identical on seed 1's 300 cases). Measured like
-    `tile_pixel_counts`: grouped predictions 1,030 -> 1,570 /s (the interpreted tier, which runs these
-    loops in Python: mobilenet_v2's 52 layers 0.33 -> 0.44 s with both kernels)."""
+def _jittered_miss(window, reach, tile_px, scale, others, b_lines, d, dm, order, lo, hi) -> float:
+    """Miss chance of a re-read d k-steps after the tile's last read of its pixel, by a row dm GEMM rows
+    on, averaged over where the first row sits in the k-step's issue order (DESIGN section 3: all of
+    warp 0's iterations, then warp 1's; the row's place in its iteration, m mod T_s, taken uniform): the
+    requests between the two reads are d R + pos(m + dm) - pos(m), R a k-step's requests, pos(m) =
+    warp(m mod T_s) I + m div T_s; ``window`` (the tile's distinct pixels of d k-steps) scales with
+    them, at most ``reach`` (those of the d + 1 k-steps the requests touch: the two partial k-steps
+    read many of the same pixels) and the tile's pixels. The SM's ``others`` co-resident CTAs step once a
+    round each, so they read their d k-steps in between whatever the rows' places. ``order`` = (T_s rows an iteration, g rows a
+    warp request covers (T_c threads a row divide 32), iterations I, requests a k-step R).
+
+    With dm = a T_s + qb g + rb (0 <= rb < g, qb < W = T_s / g warps), a row r = qr g + rr moves qb
+    warps on, one more when rr + rb >= g (chance rb / g), and wraps into the next iteration when its
+    warp passes W (chance qb / W, or (qb + 1) / W after the carry): four cases, exact for r uniform.
+    Seed 2 #86 (one row a warp request, 4 warps, 32 iterations): a pixel the next tap reads one row
+    earlier comes 96 rows later for three rows in four and 223 for the fourth, not 128."""
+    ts, g, iters, req = order[0], order[1], order[2], order[3]
+    warps = ts / g
+    a = dm // ts
+    b = dm - a * ts
+    qb = float(int(b // g))
+    rb = b - qb * g
+    out = 0.0
+    for k in range(4):
+        carry = k % 2
+        wrapped = k // 2
+        pc = rb / g if carry else 1.0 - rb / g
+        pw = (qb + carry) / warps
+        w = pc * (pw if wrapped else 1.0 - pw)
+        if w <= 0.0:
+            continue
+        delta = (qb + carry - warps * wrapped) * iters + a + wrapped
+        f = max(0.0, 1.0 + delta / (d * req))
+        out += w * _miss_ramp(scale * (min(tile_px, reach, window * f) + others * min(tile_px, window))
+                              + b_lines, lo, hi)
+    return out
+
+
+@njit(cache=True)
+def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count, S, Q, tm, rs):
+    """The re-reads of a pixel by one tile, over the classes of input rows and columns (their taps in
+    order: t = r S + s ascending): rows (t, d, dm, weight) of the re-reads inside a group (at tap t, d
+    k-steps and dm GEMM rows after the tile's previous read), rows (d, dm, weight) of the next group's
+    re-reads, and the number of (pixel, tile) pairs, per image.
+
+    A tile holds T_m consecutive GEMM rows, so it reads a pixel only at the taps whose output row falls
+    in it: with the tile's first row u rows from the pixel's first reader (one tile every T_m rows, u
+    uniform), the taps with offset m in [u, u + T_m). Each stretch of u with the same taps weighs its
+    length / T_m; inside the tile consecutive taps re-read, and the next group re-reads from the tile's
+    last tap to its first: a 5x5 filter on 52-wide images with 64-row tiles reads a pixel at one or two
+    filter rows per tile, and the next group's re-read comes some 21 k-steps later, not 1 (seed 5 #19)."""
+    nmax = 0
+    rows = 0
+    for a in range(h_count.shape[0]):
+        for b in range(w_count.shape[0]):
+            n = (h_start[a + 1] - h_start[a]) * (w_start[b + 1] - w_start[b])
+            nmax = max(nmax, n)
+            rows += 2 * n * n
+    tap = np.empty(nmax, np.int64)
+    off = np.empty(nmax, np.int64)
+    cuts = np.empty(2 * nmax, np.int64)
+    intra = np.empty((max(rows, 1), 4), np.float64)
+    cross = np.empty((max(rows, 1), 3), np.float64)
+    ni = 0
+    nc = 0
+    pairs = 0.0
+    for a in range(h_count.shape[0]):
+        for b in range(w_count.shape[0]):
+            n = 0
+            for i in range(h_start[a], h_start[a + 1]):
+                for j in range(w_start[b], w_start[b + 1]):
+                    tap[n] = h_tap[i] * S + w_tap[j]
+                    off[n] = h_off[i] * Q + w_off[j]
+                    cuts[2 * n] = off[n] - tm + 1
+                    cuts[2 * n + 1] = off[n] + 1
+                    n += 1
+            order_cuts = np.sort(cuts[:2 * n])
+            for k in range(2 * n - 1):
+                u = order_cuts[k]
+                span = order_cuts[k + 1] - u
+                if span <= 0:
+                    continue
+                share = span / tm * h_count[a] * w_count[b]
+                first = -1
+                last = -1
+                for q in range(n):                      # taps in order; those in [u, u + T_m)
+                    if u <= off[q] < u + tm:
+                        if first < 0:
+                            first = q
+                        else:
+                            intra[ni, 0] = tap[q]
+                            intra[ni, 1] = tap[q] - tap[last]
+                            intra[ni, 2] = off[q] - off[last]
+                            intra[ni, 3] = share
+                            ni += 1
+                        last = q
+                if first < 0:
+                    continue
+                pairs += share
+                cross[nc, 0] = rs - tap[last] + tap[first]
+                cross[nc, 1] = off[first] - off[last]
+                cross[nc, 2] = share
+                nc += 1
+    return intra[:ni], cross[:nc], pairs
+
+
+def _merged(rows, keys) -> np.ndarray:
+    """``rows`` with equal first ``keys`` columns (small integers, the last of them signed) merged, their
+    last column (weight) summed; one integer key a row (np.unique over rows: 40 % of the grouped model's
+    time, measured)."""
+    if not len(rows):
+        return np.zeros((0, rows.shape[1]), np.float64)
+    cols = rows[:, :keys].astype(np.int64)
+    code = np.zeros(len(rows), np.int64)
+    for c in range(keys - 1):
+        code = code * 4096 + cols[:, c]
+    code = code * (1 << 32) + (cols[:, keys - 1] + (1 << 31))
+    uniq, first, where = np.unique(code, return_index=True, return_inverse=True)
+    weight = np.bincount(where.ravel(), weights=rows[:, keys], minlength=len(uniq))
+    return np.column_stack([rows[first, :keys], weight])
+
+
+@memo()
+def _reread_table(layer, kernel) -> tuple:
+    """`_tile_rereads` of ``layer``, rows alike merged, per input pixel of the images: (intra rows
+    (t, d, dm, weight), cross rows (d, dm, weight)), read-only (they depend on neither GPU nor factors)."""
+    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
+    h = _axis_arrays(layer.p, layer.h, sh, ph, dh, layer.r)
+    w = _axis_arrays(layer.q, layer.w, sw, pw, dw, layer.s)
+    intra, cross, pairs = _tile_rereads(*h, *w, layer.s, layer.q, min(kernel.tile_m, layer.gemm_m), layer.r * layer.s)
+    intra, cross = _merged(intra, 3), _merged(cross, 2)
+    if pairs:
+        intra[:, 3] /= pairs
+        cross[:, 2] /= pairs
+    intra.setflags(write=False)
+    cross.setflags(write=False)
+    return intra, cross
+
+
+@njit(cache=True)
+def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b_scale, b_cap, tm, valid,
+                   win_tile, lo, hi, order):
+    """(cross, intra): the miss chance of the next group's re-read of a pixel by a tile, and the summed
+    miss chances of its re-reads inside a group (`_reread_table`'s rows), over the channel-block windows
+    and tile classes. The filter lines of the rounds between (``b_scale`` a round) are at most the
+    group's filter slice (``b_cap``; two across the next group's re-read): its K_g filters of R S C_g
+    elements are one block, some ten lines for C_g = 3 and a 5x5 filter, which 21 rounds re-read."""
     cross = 0.0
     intra = 0.0
-    total = 0.0
-    for a in range(h_count.shape[0]):
-        nh = h_count[a]
-        for b in range(w_count.shape[0]):
-            nw = w_count[b]
-            for li in range(windows.shape[0]):
-                scale = same_class * windows[li, 0] / denom
-                for ci in range(classes.shape[0]):
-                    tile_px = classes[ci, 0]
-                    wt = windows[li, 1] * classes[ci, 1] * nh * nw
-                    t_first = m_first = t0 = m0 = 0
-                    first = True
-                    for i in range(h_start[a], h_start[a + 1]):
-                        for j in range(w_start[b], w_start[b + 1]):
-                            t1 = h_tap[i] * S + w_tap[j]
-                            m1 = h_off[i] * Q + w_off[j]
-                            if first:
-                                t_first, m_first, first = t1, m1, False
-                            else:
-                                intra += wt * _thrash(scale * min(tile_px, win_tile[t1, t1 - t0])
-                                                      + b_scale * (t1 - t0))
-                            t0, m0 = t1, m1
-                    cross += wt * _thrash(scale * min(tile_px, ((rs - t0 + t_first) * tm + (m_first - m0)) * valid)
-                                          + b_scale * (rs - t0 + t_first))
-            total += nh * nw
-    return cross, intra, total
+    for k in range(residents.shape[0]):     # (CTAs on the SM, those in its class of sets, share, filter tiles)
+        bs, bc = residents[k, 3] * b_scale, residents[k, 3] * b_cap
+        for li in range(windows.shape[0]):
+            scale = windows[li, 0] / denom
+            others = residents[k, 1] - 1.0
+            for ci in range(classes.shape[0]):
+                wt = residents[k, 2] * windows[li, 1] * classes[ci, 1]
+                tile_px = classes[ci, 0]
+                for r in range(intra_rows.shape[0]):
+                    t1, d, dm = int(intra_rows[r, 0]), int(intra_rows[r, 1]), int(intra_rows[r, 2])
+                    intra += wt * intra_rows[r, 3] * _jittered_miss(win_tile[0, t1, d], win_tile[1, t1, d],
+                                                                    tile_px, scale, others, min(bs * d, bc), d, dm,
+                                                                    order, lo, hi)
+                for r in range(cross_rows.shape[0]):
+                    d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
+                    cross += wt * cross_rows[r, 2] * _jittered_miss(d * tm * valid, tile_px, tile_px, scale,
+                                                                    others, min(bs * d, 2.0 * bc), d, dm, order,
+                                                                    lo, hi)
+    return cross, intra
 
 
 @memo()
@@ -275,51 +402,81 @@ def _as_array(table, layer, kernel, unit) -> np.ndarray:
     return out
 
 
-def reuse_misses(layer, kernel, gpu, machine, valid_mrs) -> tuple:
-    """(fraction of the re-reads by a CTA's next group that miss L1, re-reads inside a group that miss per
-    pixel and group). A pixel is read by its taps in filter-position order; between two reads, d filter
-    positions apart, by outputs dm GEMM rows apart, each co-resident CTA (cps, or fewer when the grid is
-    smaller than a wave; where the pixels reach some of the sets, those in this CTA's class of sets:
-    `_same_class_residents`) reads its tile's distinct pixels of those positions (`_window_pixels`; for the
-    next group's re-read, which wraps around the sweep, about d tile_m - dm rows), at most its tile's pixels
-    (`_tile_pixels`, per class of tiles, weighted by their rows), into
-    the L1 sets that lines a pixel pitch apart reach, with the filter lines of the rounds between
-    (`_b_lines_round`): x = CTAs x lines / (ways x those sets), per class of channel-block windows
-    (`_window_lines`), and the miss
-    probability rises linearly from THRASH_LO to THRASH_HI; from a group's last tap to the next group's
-    first tap, d = R S - (last - first)."""
+def reuse_misses(layer, kernel, gpu, machine, valid_mrs, f) -> tuple:
+    """(miss chance of a tile's re-read of a pixel by the next group, summed miss chances of its re-reads
+    inside a group), per (pixel, tile) pair. A tile reads a pixel at the taps whose output row falls in
+    it (`_reread_table`); between two reads, d k-steps apart by rows dm GEMM rows apart, each co-resident
+    CTA (per class of SMs by their CTAs, `residency_classes`; where the pixels reach some of the sets,
+    those in this CTA's class of sets: `_same_class_residents`) reads its tile's distinct pixels of those
+    k-steps (`_window_pixels`; for the next group's re-read, which wraps around the sweep, d T_m rows in
+    the image), at most its tile's pixels (`_tile_pixels`, per class of tiles), stretched or shrunk by
+    where the two rows sit in the k-step's issue order (`_jittered_miss`), into the L1 sets that lines a
+    pixel pitch apart reach, with the filter lines of the rounds between (`_b_lines_round`, at most the
+    group's slice): x = CTAs x lines / (ways x those sets), per class of channel-block windows
+    (`_window_lines`), against the dense engine's L1 ramp (``l1_hit_lo`` / ``l1_hit_hi``)."""
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     cps, ways, sets = machine
     ctas = cdiv(layer.gemm_m, kernel.tile_m) * cdiv(layer.k, kernel.tile_n)
-    resident = max(1.0, min(float(cps), ctas / gpu.sms))      # per busy SM
     reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)
     # lines of a pixel's channel window in those sets, per class of channel blocks (`_window_lines`); a
     # window that straddles into a set the pixels do not reach is not counted there
     windows = _as_array(_window_lines, layer, kernel, gpu.line_bytes) if reach == sets else _ONE_WINDOW
-    same_class = _same_class_residents(layer, kernel, gpu, resident, sets // reach)
     classes = _as_array(_tile_classes, layer, kernel, gpu.sector_bytes)
-    # the filter lines each round adds to the window (kSingleGroup: T_n filters a round; kMultipleGroup:
-    # the K_g of the round's group), spread over the sets, those in the pixels' sets counted
-    b_scale = resident * _b_lines_round(layer, kernel, gpu.line_bytes) / (ways * sets)
+    b_round = _b_lines_round(layer, kernel, gpu.line_bytes) / (ways * sets)
+    b_slice = _b_lines_slice(layer, kernel, gpu.line_bytes) / (ways * sets)
     tm = min(kernel.tile_m, layer.gemm_m)
-    rs = layer.r * layer.s
     # a k-step's rows whose tap falls in the padding read nothing
-    valid = valid_mrs / (layer.gemm_m * rs)
-    cross, intra, total = _reread_misses(*_axis_arrays(layer.p, layer.h, sh, ph, dh, layer.r),
-                                         *_axis_arrays(layer.q, layer.w, sw, pw, dw, layer.s), layer.s, layer.q,
-                                         windows, classes,
-                                         float(same_class), float(ways * reach), float(b_scale), tm, valid, rs,
-                                         _window_pixels(layer, kernel, gpu.sector_bytes))
-    return (cross / total, intra / total) if total else (0.0, 0.0)
+    valid = valid_mrs / (layer.gemm_m * layer.r * layer.s)
+    intra_rows, cross_rows = _reread_table(layer, kernel)
+    win_tile, order = _window_pixels(layer, kernel, gpu.sector_bytes), _issue_order(kernel)
+    # co-resident CTAs of one CTA column read the same filter lines: at most tiles_n distinct filter tiles
+    tiles_n = cdiv(layer.k, kernel.tile_n)
+    residents = np.array([(resident, _same_class_residents(layer, kernel, gpu, resident, sets // reach), share,
+                           min(resident, float(tiles_n)))
+                          for resident, share in residency_classes(ctas, gpu.sms, cps)], np.float64)
+    return _reread_misses(intra_rows, cross_rows, windows, classes, residents, float(ways * reach), b_round,
+                          b_slice, tm, valid, win_tile, f.l1_hit_lo, f.l1_hit_hi, order)
+
+
+@functools.lru_cache(maxsize=256)
+def _issue_order(kernel) -> np.ndarray:
+    """A's issue order inside a k-step (`_jittered_miss`): (T_s rows an iteration, rows a warp request
+    covers, iterations, requests a k-step) of the stripmined map with T_c = T_k / V threads a row."""
+    t_c = kernel.tile_k // kernel.vector
+    t_s = kernel.threads // t_c
+    iters = kernel.tile_m // t_s
+    out = np.array([t_s, 32.0 / t_c, iters, kernel.threads // 32 * iters], np.float64)
+    out.setflags(write=False)
+    return out
+
+
+def residency_classes(ctas, sms, cps) -> tuple:
+    """((CTAs resident on an SM, share of the CTAs that run so), ...): full waves hold ``cps`` on every
+    SM; the last wave's r CTAs go out one an SM a pass, so ceil(r / sms) sit on r - (that - 1) sms SMs
+    and one fewer on the others (DESIGN section 3's dispatch; every CTA of a grouped layer runs the same
+    k-steps, so waves start together)."""
+    per_wave = sms * cps
+    full, r = divmod(ctas, per_wave)
+    out = {}
+    if full:
+        out[cps] = full * per_wave
+    if r:
+        hi = -(-r // sms)
+        n_hi = r - (hi - 1) * sms
+        out[hi] = out.get(hi, 0) + n_hi * hi
+        if hi > 1:
+            out[hi - 1] = out.get(hi - 1, 0) + (sms - n_hi) * (hi - 1)
+    return tuple((float(k), n / ctas) for k, n in sorted(out.items()) if n)
 
 
 @memo()
 def _window_pixels(layer, kernel, sec) -> np.ndarray:
-    """win[t, d]: one tile's distinct input pixels read from filter position t - d to t (the dense
+    """win[0, t, d]: one tile's distinct input pixels read from filter position t - d to t - 1 (the dense
     engine's reuse histogram and window, `_reuse.window_rows`, per tile): a re-read d positions after
     the last one sees these in between, where ``d T_m`` rows were assumed (seed 4 #37, 11x11 stride 2
     on 218-wide images: two rows of taps re-read a pixel 22 positions later, after some 650 of the
-    tile's pixels, not its whole 2,439; L1 misses +358 %)."""
+    tile's pixels, not its whole 2,439; L1 misses +358 %); win[1, t, d]: from t - d to t, both ends
+    included (a re-read's window covers the end of the first k-step and the start of the last)."""
     from ._reuse import reuse_histogram, window_rows
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     tm = min(kernel.tile_m, layer.gemm_m)
@@ -328,13 +485,22 @@ def _window_pixels(layer, kernel, sec) -> np.ndarray:
     frac = np.full(max(sw, 1), 1.0 if dense else 0.0)
     hist = reuse_histogram(layer.n, layer.h, layer.w, layer.r, layer.s, sh, sw, ph, pw, dh, dw, layer.p, layer.q,
                            tm, tiles_m, frac, 1.0, False)
-    win = window_rows(hist, np.zeros(layer.r * layer.s, np.int64), 1) * (tm / layer.gemm_m)
-    win.setflags(write=False)
-    return win
+    rs = layer.r * layer.s
+    win = window_rows(hist, np.zeros(rs, np.int64), 1)
+    # [1]: the same with position t itself: + its rows whose nearest earlier read is further back than t - d
+    out = np.empty((2, rs, rs), np.float64)
+    out[0] = win
+    seen = np.cumsum(hist[:, 1:], axis=1)            # seen[t, d - 1]: rows of t read again within d
+    rows = hist.sum(axis=1)
+    out[1, :, 0] = rows
+    out[1, :, 1:] = win[:, 1:] + rows[:, None] - seen[:, :rs - 1]
+    out *= tm / layer.gemm_m
+    out.setflags(write=False)
+    return out
 
 
 def _busy_periods(layer, kernel, gpu, machine) -> tuple:
-    """The L2 windows of the next group's re-reads (`_cross_l2_miss`): ((share of the re-reads, distinct
+    """The L2 windows of the next group's re-reads (`_l2_rereads`): ((share of the re-reads, distinct
     input pixels of the busy tiles), ...). Busy CTAs: CTAs per SM x SMs, or the grid; consecutive CTAs
     share pixels (a dilated filter's tiles read nearly the whole image), so their pixels are at most the
     busy tiles' share of the layer's distinct pixels plus a tile's halo, per CTA column. Under
@@ -351,7 +517,8 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
     per_column = min(busy, float(tiles_m))        # busy CTAs in block order: a column's tiles, the next's
 
     def window(columns):
-        return min(per_column * tile_px, pixels * per_column / tiles_m + tile_px) * max(1.0, columns)
+        return (min(per_column * tile_px, pixels * per_column / tiles_m + tile_px)
+                * _group_windows(layer, kernel, columns))
 
     last = layer.k - (tiles_n - 1) * kernel.tile_n
     if busy < ctas or tiles_n == 1 or last == kernel.tile_n or group_mode(layer, kernel) != "multiple":
@@ -362,19 +529,53 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
     return ((both / (both + rest), window(float(tiles_n))), (rest / (both + rest), window(tiles_n - 1.0)))
 
 
-def _cross_l2_miss(layer, kernel, gpu, f, machine) -> float:
-    """Chance that a re-read by a CTA's next group, having missed the L1, misses the L2 too. Between the
-    two reads the busy CTAs each read their tile's pixels once more, one group's window of lines each
-    (`_window_lines`): the distinct pixels of the busy tiles (`_busy_periods`) against the L2's capacity
-    (the dense engine's cliff, `_l2`), per class of window lines: in one group step every pixel reads that group's
-    block, so where the pixel pitch is a multiple of the line the straddling groups double the working
-    set at once, and the convex cliff is averaged over the classes rather than taken at their mean."""
+def _l2_rereads(layer, kernel, gpu, f, machine, valid, cross_reach, intra_reach) -> tuple:
+    """Chances that re-reads which missed the L1 miss the L2 too: (the next group's, those inside a
+    group). L1 hits never reach the L2's LRU order, so a window counts only the lines that miss the L1.
+
+    The next group's: between the two reads the busy CTAs each read their tile's pixels once more, one
+    group's window of lines each (`_window_lines`), those of pixels whose lines miss the L1 at some read
+    of the group step (``cross_reach``): the distinct pixels of the busy tiles (`_busy_periods`).
+    Inside a group (the next tap's, one k-step on): the busy CTAs' rows of one k-step (``valid`` of T_m
+    in the image; CTAs of one tile_m share them, `_group_windows` columns of channels), those that miss
+    the L1 (``intra_reach``: A's L1 miss rate). Seed 1 #86 (a quarter of the P100's L2, 448 busy CTAs of
+    128 rows): one k-step's lines are seven times the L2's, and 91 % of A's L2 reads go to DRAM, where
+    these re-reads were sent to L2 hits.
+
+    Each against the L2's capacity (the dense engine's cliff, `_l2`), per class of window lines: in one
+    group step every pixel reads that group's block, so where the pixel pitch is a multiple of the line
+    the straddling groups double the working set at once, and the convex cliff is averaged over the
+    classes rather than taken at their mean."""
     from ._l2 import cliff_params, l2_miss_prob
     cap = gpu.l2_bytes / gpu.line_bytes * f.l2_capacity
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
-    return sum(share * w * l2_miss_prob(distinct / cap * lines, ways, cliff)
-               for share, distinct in _busy_periods(layer, kernel, gpu, machine)
-               for lines, w in _window_lines(layer, kernel, gpu.line_bytes))
+    tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
+    busy = min(float(tiles_m * cdiv(layer.k, kernel.tile_n)), float(machine[0] * gpu.sms))
+    step_rows = (min(busy, float(tiles_m)) * min(kernel.tile_m, layer.gemm_m) * valid
+                 * _group_windows(layer, kernel, busy / tiles_m) * intra_reach)
+    periods = _busy_periods(layer, kernel, gpu, machine)
+    cross = intra = 0.0
+    for lines, w in _window_lines(layer, kernel, gpu.line_bytes):
+        intra += w * l2_miss_prob(step_rows / cap * lines, ways, cliff)
+        for share, distinct in periods:
+            cross += share * w * l2_miss_prob(cross_reach * distinct / cap * lines, ways, cliff)
+    return cross, intra
+
+
+def _group_windows(layer, kernel, columns) -> float:
+    """Distinct channel windows a pixel has among ``columns`` busy CTA columns at one step: one a column,
+    but under kSingleGroup T_n / K_g columns share a group (two 32-filter columns of a 64-filter group
+    read the same channels: seed 2 #47, whose busy CTAs' L2 window was counted twice)."""
+    if group_mode(layer, kernel) == "single":
+        return max(1.0, columns * kernel.tile_n / layer.k_per_group)
+    return max(1.0, columns)
+
+
+def _b_lines_slice(layer, kernel, line) -> float:
+    """Filter lines of a CTA's group step: its rows (kMultipleGroup: the group's K_g filters;
+    kSingleGroup: its T_n), R S C_g elements each, one contiguous block."""
+    rows = layer.k_per_group if group_mode(layer, kernel) == "multiple" else min(kernel.tile_n, layer.k)
+    return rows * layer.r * layer.s * layer.c_per_group * kernel.elem_bytes / line + 1.0
 
 
 def _b_lines_round(layer, kernel, line) -> float:
@@ -434,12 +635,16 @@ def predict_grouped(layer, gpu, kernel, f, machine, predict_gemm) -> dict:
     slice_b = cdiv(min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb, sec)
     miss_b = min(float(ex["sec_B"]), float(ctas * slice_b)) * (1.0 - _b_shared(layer, kernel, gpu, f, machine))
     dram_b = min(miss_b, float(cdiv(layer.params * eb, sec)))
-    first, again, cross = a_misses(layer, kernel, sec, *reuse_misses(layer, kernel, gpu, machine, ex["valid_mrs"]))
+    cross_miss, intra_miss = reuse_misses(layer, kernel, gpu, machine, ex["valid_mrs"], f)
+    first, again, cross = a_misses(layer, kernel, sec, cross_miss, intra_miss)
+    valid = ex["valid_mrs"] / (layer.gemm_m * layer.r * layer.s)
     miss_a = min(float(ex["sec_A"]), first + again)
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     uniq_x = uniq_input(layer.n, layer.c, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw,
                         dh, dw, eb, True, sec)
-    dram_a = min(miss_a, uniq_x + cross * _cross_l2_miss(layer, kernel, gpu, f, machine))
+    cross_l2, intra_l2 = _l2_rereads(layer, kernel, gpu, f, machine, valid, min(1.0, cross_miss + intra_miss),
+                                     miss_a / max(float(ex["sec_A"]), 1.0))
+    dram_a = min(miss_a, uniq_x + cross * cross_l2 + (again - cross) * intra_l2)
     per_op = {
         "A": (ex["req_A"], ex["sec_A"], miss_a, dram_a),
         "B": (ex["req_B"], ex["sec_B"], miss_b, dram_b),

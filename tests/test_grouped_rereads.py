@@ -1,0 +1,130 @@
+"""The grouped model's re-reads (`analytic._grouped_model`): which tile re-reads a pixel at which taps, where
+the two rows sit in the k-step's issue order, how many CTAs share an SM, against slow references; and
+the L1 misses they give against simulation."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import analytic
+import simcore
+import traces
+from analytic._counts import _ramp
+from analytic._grouped_model import (_axis_arrays, _issue_order, _jittered_miss, _merged, _tile_rereads,
+                                     residency_classes)
+from simcore import metrics as Mx
+from traces import ConvLayer, KernelConfig
+
+from .naive_schedule import _dispatch
+
+
+@settings(max_examples=40, deadline=None)
+@given(h=st.integers(1, 12), w=st.integers(1, 12), r=st.integers(1, 4), s=st.integers(1, 4), sh=st.integers(1, 3),
+       sw=st.integers(1, 3), dil=st.integers(1, 3), pad=st.integers(0, 3), tm=st.sampled_from([4, 16, 64]))
+def test_tile_rereads_follow_every_tile_position(h, w, r, s, sh, sw, dil, pad, tm):
+    # naive: every input pixel of one image with its reads (tap t = r S + s, output row m = p Q + q) in tap
+    # order; a tile starting u rows from... every integer u whose [u, u + T_m) holds one of its reads, 1 / T_m
+    # each: the reads inside, consecutive ones re-read (t, d, dm), the last against the first one group on
+    P = (h + 2 * pad - (r - 1) * dil - 1) // sh + 1
+    Q = (w + 2 * pad - (s - 1) * dil - 1) // sw + 1
+    if P < 1 or Q < 1:
+        return
+    want_intra, want_cross, want_pairs = defaultdict(float), defaultdict(float), 0.0
+    for y in range(h):
+        for x in range(w):
+            reads = [(i * s + j, ((y + pad - i * dil) // sh) * Q + (x + pad - j * dil) // sw)
+                     for i in range(r) for j in range(s)
+                     if (y + pad - i * dil) % sh == 0 and 0 <= (y + pad - i * dil) // sh < P
+                     and (x + pad - j * dil) % sw == 0 and 0 <= (x + pad - j * dil) // sw < Q]
+            if not reads:
+                continue
+            ms = [m for _t, m in reads]
+            for u in range(min(ms) - tm + 1, max(ms) + 1):
+                inside = [(t, m) for t, m in reads if u <= m < u + tm]
+                if not inside:
+                    continue
+                want_pairs += 1 / tm
+                for (t0, m0), (t1, m1) in zip(inside, inside[1:]):
+                    want_intra[(t1, t1 - t0, m1 - m0)] += 1 / tm
+                (t0, m0), (t1, m1) = inside[-1], inside[0]
+                want_cross[(r * s - t0 + t1, m1 - m0)] += 1 / tm
+    intra, cross, pairs = _tile_rereads(*_axis_arrays(P, h, sh, pad, dil, r), *_axis_arrays(Q, w, sw, pad, dil, s),
+                                        s, Q, tm, r * s)
+    assert pairs == pytest.approx(want_pairs)
+    got_intra = {tuple(int(v) for v in row[:3]): row[3] for row in _merged(intra, 3)}
+    got_cross = {tuple(int(v) for v in row[:2]): row[2] for row in _merged(cross, 2)}
+    assert got_intra.keys() == {k for k, v in want_intra.items() if v > 0}
+    assert got_cross.keys() == {k for k, v in want_cross.items() if v > 0}
+    for key, value in want_intra.items():
+        assert got_intra[key] == pytest.approx(value)
+    for key, value in want_cross.items():
+        assert got_cross[key] == pytest.approx(value)
+
+
+def _pos(row, kernel):
+    """A row's request index in its k-step (DESIGN section 3: warp 0's iterations j = 0.., then warp 1's),
+    from the stripmined thread map's own formulas: thread t reads strided row t // T_c + j T_s."""
+    t_c = kernel.tile_k // kernel.vector
+    t_s = kernel.threads // t_c
+    iters = kernel.tile_m // t_s
+    first_thread = (row % t_s) * t_c
+    return (first_thread // 32) * iters + row // t_s
+
+
+@settings(max_examples=60, deadline=None)
+@given(tk=st.sampled_from([8, 16, 32]), vector=st.sampled_from([1, 2, 4, 8]), threads=st.sampled_from([64, 128, 256]),
+       tm=st.sampled_from([32, 64, 128, 256]), d=st.integers(1, 9), dm=st.integers(-300, 300),
+       window=st.floats(10, 400), scale=st.floats(0.001, 0.02), others=st.floats(0, 3), b_lines=st.floats(0, 0.3))
+def test_jittered_miss_averages_over_the_issue_order(tk, vector, threads, tm, d, dm, window, scale, others, b_lines):
+    if tk % vector or (tk // vector) > 32 or threads % (tk // vector) or tm % (threads // (tk // vector)):
+        return
+    try:
+        kernel = KernelConfig(tile_m=tm, tile_n=256, tile_k=tk, threads=threads, vector=vector, dtype="fp16")
+    except ValueError:                     # a thread map that does not tile both operands
+        return
+    t_c = tk // vector
+    t_s = threads // t_c
+    req = threads // 32 * (tm // t_s)
+    lo, hi = 0.95, 1.1
+    want = 0.0
+    base = 1000 * t_s                    # rows of one iteration's set, far from row 0 (pos is linear in j)
+    for r in range(t_s):
+        m0 = base + r
+        f = max(0.0, 1.0 + (_pos(m0 + dm, kernel) - _pos(m0, kernel)) / (d * req))
+        # this CTA's rows between the two reads move with their places; the SM's other CTAs read d k-steps
+        x = scale * (min(500.0, 450.0, window * f) + others * min(500.0, window)) + b_lines
+        want += (1.0 - _ramp(x, lo, hi)) / t_s
+    got = _jittered_miss(window, 450.0, 500.0, scale, others, b_lines, d, dm, _issue_order(kernel), lo, hi)
+    assert got == pytest.approx(want, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tiles=st.integers(1, 60), sms=st.integers(1, 8), cps=st.integers(1, 4))
+def test_residency_classes_count_each_ctas_sm(tiles, sms, cps):
+    counts = defaultdict(int)
+    for wave in _dispatch(tiles, 1, 0, sms, cps):
+        for slots in wave.values():
+            if slots:
+                counts[float(len(slots))] += len(slots)
+    assert dict(residency_classes(tiles, sms, cps)) == pytest.approx({k: v / tiles for k, v in counts.items()})
+
+
+@pytest.mark.parametrize("layer, kernel, gpu", [
+    # seed 1 #128's shape, one image: dilated depthwise, one CTA an SM; the tile's taps, the issue order
+    # and the filter lines of the rounds between (+55 % before them)
+    (ConvLayer(1, 256, 50, 30, 256, 3, 3, pad=4, dilation=4, groups=256, name="dw_dil"),
+     KernelConfig(tile_m=128, tile_n=256, tile_k=16, threads=128, ctas_per_sm=1),
+     simcore.scale_gpu(simcore.gpu("titanxp"), {"l2_bytes": 0.25, "sms": 2})),
+    # seed 3 #24's, one image: strided depthwise, four CTAs an SM, two of them on most SMs (-20 % before)
+    (ConvLayer(1, 192, 45, 45, 192, 3, 3, stride=2, pad=1, groups=192, name="dw_s2"),
+     KernelConfig(tile_m=128, tile_n=256, tile_k=8, threads=128, ctas_per_sm=4),
+     simcore.scale_gpu(simcore.gpu("a100"), {"l2_slices": 0.5})),
+])
+def test_depthwise_l1_misses_against_simulation(layer, kernel, gpu):
+    sim = traces.simulate_layer(layer, gpu, kernel)[Mx.L1_LD_MISSES + ":A"]
+    pred = analytic.predict_layer(layer, gpu, kernel)[Mx.L1_LD_MISSES + ":A"]
+    assert abs(pred / sim - 1.0) < 0.08
