@@ -20,7 +20,8 @@ from ._geometry import _starting_coord, dgrad_b_classes, dgrad_subproblems, geom
 from ._l2 import cliff_params, l2_miss_prob, pattern_cliff, refetch_misses, swept_rereads
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
-from ._schedule import SM_SAMPLES, WAVE_SAMPLES, filters_in_step, l2_classes, sm_config_summary, wave_stats
+from ._compulsory import cta_sectors
+from ._schedule import CFG_AREP, CFG_PREV_A, SM_SAMPLES, WAVE_SAMPLES, filters_in_step, l2_classes, sm_config_summary, wave_stats
 from ._timeline import lead_share
 from ._tiers import tiered
 from ._window import a_window
@@ -374,6 +375,11 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
         bfrac, l2cls,
         l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
+    if not nhwc and geo.op == "fprop":
+        # at least each CTA's distinct sectors, for the CTAs whose tile no other CTA of their SM holds or
+        # held last wave (`_compulsory`: the first touches above count one filter position at a time)
+        first = cfg[:, 0][(cfg[:, CFG_AREP] < 0.5) & (cfg[:, CFG_PREV_A] < 0.5)].sum() / max(cfg[:, 0].sum(), 1e-300)
+        miss_a = min(float(sec_a), max(miss_a, cta_sectors(layer, kernel, SEC) * tiles_n * first))
     l1_hit_a = sec_a - miss_a
     l1_hit_b = 0.0 if bypasses_l1(kinds) else sec_b * min(1.0, hit_b)
     miss_b = sec_b - l1_hit_b
