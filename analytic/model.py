@@ -368,6 +368,13 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
         ncls_l1[:, 0] = 0.0
         ncls_l1[:, 2] = 0.0
         b_round_l1 = b_slice_l1 = 0.0
+    if not nhwc and geo.op == "fprop":
+        # a CTA lifetime's A lines, exact (`_compulsory`): a plane's run of a tile's rows takes whole
+        # lines, not C sw e / 128 of them a row (seed 5 #23, 32-row fp16 tiles of a 1x1 layer: 240 lines,
+        # not 96, and the previous wave's filter lines no longer fit the L1: simulated B hits 50 %)
+        rows_cta = hist[:, 0].sum() * tm / M
+        if rows_cta > 0:
+            lpm_a = cta_sectors(layer, kernel, LINE) / _cdiv(M, tm) / rows_cta
     miss_frac_a, hit_b, miss2_frac_a = l1_configs(
         hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),

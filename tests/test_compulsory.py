@@ -60,3 +60,18 @@ def test_nchw_a_misses_are_at_least_each_ctas_sectors():
         sim = traces.simulate_layer(layer, gpu, kernel)[Mx.L1_LD_MISSES + ":A"]
         pred = analytic.predict_layer(layer, gpu, kernel)[Mx.L1_LD_MISSES + ":A"]
         assert abs(pred / sim - 1.0) < 0.03, (scale, pred, sim)
+
+
+def test_nchw_lifetime_lines_keep_the_previous_waves_filters_out():
+    """Seed 5 #23's shape, fewer images and filters: 1x1 nchw fp16 on 32-row tiles, 192 planes. A CTA's
+    lifetime reads 240 A lines (a plane's 64-byte run takes a whole line), not the 96 of densely packed
+    rows, so the previous wave's filter lines are evicted before this CTA reads them again: the filter's
+    L1 hits are its sector pairs alone (every other k-step), 50 %, where 81-91 % was predicted."""
+    layer = ConvLayer(4, 192, 44, 44, 256, 1, 1, name="nchw1x1")
+    kernel = KernelConfig(tile_m=32, tile_n=64, tile_k=8, threads=256, layout="nchw", dtype="fp16",
+                          swizzle_log=1)
+    gpu = simcore.scale_gpu(simcore.gpu("titanxp"), {"l2_bytes": 0.25, "sms": 1.5, "l1_smem_bytes": 1.5})
+    sim = traces.simulate_layer(layer, gpu, kernel)
+    pred = analytic.predict_layer(layer, gpu, kernel)
+    hits, sectors = Mx.L1_LD_HITS + ":B", Mx.L1_LD_SECTORS + ":B"
+    assert abs(pred[hits] - sim[hits]) / sim[sectors] < 0.03
