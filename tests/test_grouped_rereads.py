@@ -128,3 +128,16 @@ def test_depthwise_l1_misses_against_simulation(layer, kernel, gpu):
     sim = traces.simulate_layer(layer, gpu, kernel)[Mx.L1_LD_MISSES + ":A"]
     pred = analytic.predict_layer(layer, gpu, kernel)[Mx.L1_LD_MISSES + ":A"]
     assert abs(pred / sim - 1.0) < 0.08
+
+
+def test_previous_waves_filter_slice_is_found_in_the_l1():
+    """Seed 3 #76's shape, fewer images: kSingleGroup 1x1 stride 2 on 32x32 tiles, 64 groups; a CTA's SM
+    ran a CTA of its column in the previous wave, and one lifetime of the SM's lines (a few hundred)
+    fits the L1: the slice is still there (85 % filter hits simulated, 67 % predicted without it)."""
+    layer = ConvLayer(16, 768, 45, 45, 2048, 1, 1, stride=2, groups=64, name="g64_1x1")
+    kernel = KernelConfig(tile_m=32, tile_n=32, tile_k=8, threads=256, swizzle_log=1, ctas_per_sm=2)
+    gpu = simcore.scale_gpu(simcore.gpu("h100"), {"l2_slices": 2, "l1_smem_bytes": 2})
+    sim = traces.simulate_layer(layer, gpu, kernel)
+    pred = analytic.predict_layer(layer, gpu, kernel)
+    hits, sectors = Mx.L1_LD_HITS + ":B", Mx.L1_LD_SECTORS + ":B"
+    assert abs(pred[hits] - sim[hits]) / sim[sectors] < 0.03
