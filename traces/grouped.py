@@ -11,9 +11,12 @@ stream. Depthwise layers (groups == C == K) take the same rule (K/groups = 1: kM
 """
 from __future__ import annotations
 
+import functools
+
 GROUP_MODES = ("none", "single", "multiple")
 
 
+@functools.lru_cache(maxsize=4096)
 def group_mode(layer, kernel) -> str:
     """The group mode of ``layer`` on ``kernel``: "none" (groups == 1), "single" (CUTLASS kSingleGroup:
     K/groups a multiple of tile_n) or "multiple" (kMultipleGroup: tile_n a multiple of K/groups).
@@ -30,6 +33,7 @@ def group_mode(layer, kernel) -> str:
     return "single" if layer.k_per_group % kernel.tile_n == 0 else "multiple"
 
 
+@functools.lru_cache(maxsize=4096)
 def groups_per_cta(layer, kernel) -> int:
     """Groups one CTA walks through: tile_n / (K/groups) under kMultipleGroup, else 1."""
     return kernel.tile_n // layer.k_per_group if group_mode(layer, kernel) == "multiple" else 1
