@@ -14,7 +14,7 @@ import analytic
 import simcore
 import traces
 from analytic._counts import _ramp
-from analytic._grouped_model import (_axis_arrays, _issue_order, _jittered_miss, _merged, _tile_rereads,
+from analytic._grouped_rereads import (_axis_arrays, _issue_order, _jittered_miss, _merged, _tile_rereads,
                                      residency_classes)
 from simcore import metrics as Mx
 from traces import ConvLayer, KernelConfig

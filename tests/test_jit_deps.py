@@ -26,8 +26,9 @@ JIT_DEPENDENCIES = {
     "analytic._wgrad": ["analytic/_counts.py", "analytic/_l2.py", "analytic/_schedule.py"],
     "analytic._counts_grouped": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py",
                                  "analytic/_reuse.py"],
-    "analytic._grouped_model": ["analytic/_counts.py", "analytic/_counts_grouped.py", "analytic/_l2.py",
-                                "analytic/_schedule.py"],
+    "analytic._grouped_model": ["analytic/_counts.py", "analytic/_counts_grouped.py", "analytic/_grouped_rereads.py",
+                                "analytic/_l2.py", "analytic/_schedule.py"],
+    "analytic._grouped_rereads": ["analytic/_counts.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)
 CONSTANT_MODULES = {"traces/_layout.py"}

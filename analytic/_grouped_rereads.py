@@ -1,0 +1,299 @@
+"""The grouped model's re-reads of a pixel (MODEL.md section 6a, "A's L1 misses"): which tile re-reads it at
+which taps (`_tile_rereads`, `_reread_table`), where the two rows sit in the k-step's issue order
+(`_jittered_miss`), how many CTAs share an SM (`residency_classes`), a tile's distinct pixels between two
+taps (`_window_pixels`), and the compiled sums of the miss chances over them (`_reread_misses`).
+`_grouped_model.reuse_misses` gathers the figures of a layer, a kernel and a GPU and calls them.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from simcore._jit import njit
+
+from ._common import cdiv
+from ._counts import _ramp
+from ._memo import memo
+
+# Numba's on-disk cache checks only this file's own time stamp; the kernels here call `_counts._ramp`, and
+# tests/test_jit_deps.py counts every kernel module they import: updating this digest of them after an edit
+# there changes this file too, so no stale compiled kernel survives.
+_JIT_DEPS_SHA256 = "829efe9a713264bd"
+
+
+@functools.lru_cache(maxsize=1024)
+def _axis_taps(out_size, in_size, stride, pad, dil, taps):
+    """{((tap, output index - the first tap's), ...): input coordinates}: the taps that read each input
+    coordinate along one axis (ascending), with their outputs relative to the first tap's."""
+    out = {}
+    for x in range(in_size):
+        hit = [(t, (x + pad - t * dil) // stride) for t in range(taps)
+               if (x + pad - t * dil) % stride == 0 and 0 <= (x + pad - t * dil) // stride < out_size]
+        if hit:
+            key = tuple((t, o - hit[0][1]) for t, o in hit)
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _axis_arrays(out_size, in_size, stride, pad, dil, taps) -> tuple:
+    """`_axis_taps` as arrays: (every class's taps, their output offsets, each class's first index into
+    those two (and the end), how many input coordinates each class holds)."""
+    classes = _axis_taps(out_size, in_size, stride, pad, dil, taps)
+    tap = np.array([t for key in classes for t, _o in key], np.int64)
+    off = np.array([o for key in classes for _t, o in key], np.int64)
+    start = np.cumsum([0] + [len(key) for key in classes]).astype(np.int64)
+    return tap, off, start, np.array(list(classes.values()), np.float64)
+
+
+@njit(cache=True)
+def _miss_ramp(x, lo, hi) -> float:
+    """Miss chance of an L1 reuse whose window fills ``x`` of the ways it maps to (the dense engine's
+    ramp, `_counts._ramp`, as its complement)."""
+    return 1.0 - _ramp(x, lo, hi)
+
+
+@njit(cache=True)
+def _jittered_miss(window, reach, tile_px, scale, others, b_lines, d, dm, order, lo, hi) -> float:
+    """Miss chance of a re-read d k-steps after the tile's last read of its pixel, by a row dm GEMM rows
+    on, averaged over where the first row sits in the k-step's issue order (DESIGN section 3: all of
+    warp 0's iterations, then warp 1's; the row's place in its iteration, m mod T_s, taken uniform): the
+    requests between the two reads are d R + pos(m + dm) - pos(m), R a k-step's requests, pos(m) =
+    warp(m mod T_s) I + m div T_s; ``window`` (the tile's distinct pixels of d k-steps) scales with
+    them, at most ``reach`` (those of the d + 1 k-steps the requests touch: the two partial k-steps
+    read many of the same pixels) and the tile's pixels. The SM's ``others`` co-resident CTAs step once a
+    round each, so they read their d k-steps in between whatever the rows' places. ``order`` = (T_s rows an iteration, g rows a
+    warp request covers (T_c threads a row divide 32), iterations I, requests a k-step R).
+
+    With dm = a T_s + qb g + rb (0 <= rb < g, qb < W = T_s / g warps), a row r = qr g + rr moves qb
+    warps on, one more when rr + rb >= g (chance rb / g), and wraps into the next iteration when its
+    warp passes W (chance qb / W, or (qb + 1) / W after the carry): four cases, exact for r uniform.
+    Seed 2 #86 (one row a warp request, 4 warps, 32 iterations): a pixel the next tap reads one row
+    earlier comes 96 rows later for three rows in four and 223 for the fourth, not 128."""
+    ts, g, iters, req = order[0], order[1], order[2], order[3]
+    warps = ts / g
+    a = dm // ts
+    b = dm - a * ts
+    qb = float(int(b // g))
+    rb = b - qb * g
+    out = 0.0
+    for k in range(4):
+        carry = k % 2
+        wrapped = k // 2
+        pc = rb / g if carry else 1.0 - rb / g
+        pw = (qb + carry) / warps
+        w = pc * (pw if wrapped else 1.0 - pw)
+        if w <= 0.0:
+            continue
+        delta = (qb + carry - warps * wrapped) * iters + a + wrapped
+        f = max(0.0, 1.0 + delta / (d * req))
+        out += w * _miss_ramp(scale * (min(tile_px, reach, window * f) + others * min(tile_px, window))
+                              + b_lines, lo, hi)
+    return out
+
+
+@njit(cache=True)
+def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count, S, Q, tm, rs):
+    """The re-reads of a pixel by one tile, over the classes of input rows and columns (their taps in
+    order: t = r S + s ascending): rows (t, d, dm, weight) of the re-reads inside a group (at tap t, d
+    k-steps and dm GEMM rows after the tile's previous read), rows (d, dm, weight) of the next group's
+    re-reads, and the number of (pixel, tile) pairs, per image.
+
+    A tile holds T_m consecutive GEMM rows, so it reads a pixel only at the taps whose output row falls
+    in it: with the tile's first row u rows from the pixel's first reader (one tile every T_m rows, u
+    uniform), the taps with offset m in [u, u + T_m). Each stretch of u with the same taps weighs its
+    length / T_m; inside the tile consecutive taps re-read, and the next group re-reads from the tile's
+    last tap to its first: a 5x5 filter on 52-wide images with 64-row tiles reads a pixel at one or two
+    filter rows per tile, and the next group's re-read comes some 21 k-steps later, not 1 (seed 5 #19)."""
+    nmax = 0
+    rows = 0
+    for a in range(h_count.shape[0]):
+        for b in range(w_count.shape[0]):
+            n = (h_start[a + 1] - h_start[a]) * (w_start[b + 1] - w_start[b])
+            nmax = max(nmax, n)
+            rows += 2 * n * n
+    tap = np.empty(nmax, np.int64)
+    off = np.empty(nmax, np.int64)
+    cuts = np.empty(2 * nmax, np.int64)
+    intra = np.empty((max(rows, 1), 4), np.float64)
+    cross = np.empty((max(rows, 1), 3), np.float64)
+    ni = 0
+    nc = 0
+    pairs = 0.0
+    for a in range(h_count.shape[0]):
+        for b in range(w_count.shape[0]):
+            n = 0
+            for i in range(h_start[a], h_start[a + 1]):
+                for j in range(w_start[b], w_start[b + 1]):
+                    tap[n] = h_tap[i] * S + w_tap[j]
+                    off[n] = h_off[i] * Q + w_off[j]
+                    cuts[2 * n] = off[n] - tm + 1
+                    cuts[2 * n + 1] = off[n] + 1
+                    n += 1
+            order_cuts = np.sort(cuts[:2 * n])
+            for k in range(2 * n - 1):
+                u = order_cuts[k]
+                span = order_cuts[k + 1] - u
+                if span <= 0:
+                    continue
+                share = span / tm * h_count[a] * w_count[b]
+                first = -1
+                last = -1
+                for q in range(n):                      # taps in order; those in [u, u + T_m)
+                    if u <= off[q] < u + tm:
+                        if first < 0:
+                            first = q
+                        else:
+                            intra[ni, 0] = tap[q]
+                            intra[ni, 1] = tap[q] - tap[last]
+                            intra[ni, 2] = off[q] - off[last]
+                            intra[ni, 3] = share
+                            ni += 1
+                        last = q
+                if first < 0:
+                    continue
+                pairs += share
+                cross[nc, 0] = rs - tap[last] + tap[first]
+                cross[nc, 1] = off[first] - off[last]
+                cross[nc, 2] = share
+                nc += 1
+    return intra[:ni], cross[:nc], pairs
+
+
+@njit(cache=True)
+def _merged(rows, keys) -> np.ndarray:
+    """``rows`` with equal first ``keys`` columns (small integers, the last of them signed) merged, their
+    last column (weight) summed: one integer key a row, sorted (np.unique over rows, then over keys in
+    Python: 40 % and 10 % of the grouped model's time, measured)."""
+    n = rows.shape[0]
+    out = np.zeros((n, keys + 1), np.float64)
+    if n == 0:
+        return out
+    code = np.zeros(n, np.int64)
+    for i in range(n):
+        c = 0
+        for k in range(keys - 1):
+            c = c * 4096 + np.int64(rows[i, k])
+        code[i] = c * (np.int64(1) << 32) + (np.int64(rows[i, keys - 1]) + (np.int64(1) << 31))
+    order = np.argsort(code, kind="mergesort")
+    m = -1
+    last = 0
+    for j in range(n):
+        i = order[j]
+        if m < 0 or code[i] != last:
+            m += 1
+            last = code[i]
+            for k in range(keys):
+                out[m, k] = rows[i, k]
+        out[m, keys] += rows[i, keys]
+    return out[:m + 1]
+
+
+@memo()
+def _reread_table(layer, kernel) -> tuple:
+    """`_tile_rereads` of ``layer``, rows alike merged, per input pixel of the images: (intra rows
+    (t, d, dm, weight), cross rows (d, dm, weight)), read-only (they depend on neither GPU nor factors)."""
+    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
+    h = _axis_arrays(layer.p, layer.h, sh, ph, dh, layer.r)
+    w = _axis_arrays(layer.q, layer.w, sw, pw, dw, layer.s)
+    intra, cross, pairs = _tile_rereads(*h, *w, layer.s, layer.q, min(kernel.tile_m, layer.gemm_m), layer.r * layer.s)
+    intra, cross = _merged(intra, 3), _merged(cross, 2)
+    if pairs:
+        intra[:, 3] /= pairs
+        cross[:, 2] /= pairs
+    intra.setflags(write=False)
+    cross.setflags(write=False)
+    return intra, cross
+
+
+@njit(cache=True)
+def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b_scale, b_cap, tm, valid,
+                   win_tile, lo, hi, order):
+    """(cross, intra): the miss chance of the next group's re-read of a pixel by a tile, and the summed
+    miss chances of its re-reads inside a group (`_reread_table`'s rows), over the channel-block windows
+    and tile classes. The filter lines of the rounds between (``b_scale`` a round) are at most the
+    group's filter slice (``b_cap``; two across the next group's re-read): its K_g filters of R S C_g
+    elements are one block, some ten lines for C_g = 3 and a 5x5 filter, which 21 rounds re-read."""
+    cross = 0.0
+    intra = 0.0
+    for k in range(residents.shape[0]):     # (CTAs on the SM, those in its class of sets, share, filter tiles)
+        bs, bc = residents[k, 3] * b_scale, residents[k, 3] * b_cap
+        for li in range(windows.shape[0]):
+            scale = windows[li, 0] / denom
+            others = residents[k, 1] - 1.0
+            for ci in range(classes.shape[0]):
+                wt = residents[k, 2] * windows[li, 1] * classes[ci, 1]
+                tile_px = classes[ci, 0]
+                for r in range(intra_rows.shape[0]):
+                    t1, d, dm = int(intra_rows[r, 0]), int(intra_rows[r, 1]), int(intra_rows[r, 2])
+                    intra += wt * intra_rows[r, 3] * _jittered_miss(win_tile[0, t1, d], win_tile[1, t1, d],
+                                                                    tile_px, scale, others, min(bs * d, bc), d, dm,
+                                                                    order, lo, hi)
+                for r in range(cross_rows.shape[0]):
+                    d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
+                    cross += wt * cross_rows[r, 2] * _jittered_miss(d * tm * valid, tile_px, tile_px, scale,
+                                                                    others, min(bs * d, 2.0 * bc), d, dm, order,
+                                                                    lo, hi)
+    return cross, intra
+
+
+@functools.lru_cache(maxsize=256)
+def _issue_order(kernel) -> np.ndarray:
+    """A's issue order inside a k-step (`_jittered_miss`): (T_s rows an iteration, rows a warp request
+    covers, iterations, requests a k-step) of the stripmined map with T_c = T_k / V threads a row."""
+    t_c = kernel.tile_k // kernel.vector
+    t_s = kernel.threads // t_c
+    iters = kernel.tile_m // t_s
+    out = np.array([t_s, 32.0 / t_c, iters, kernel.threads // 32 * iters], np.float64)
+    out.setflags(write=False)
+    return out
+
+
+def residency_classes(ctas, sms, cps) -> tuple:
+    """((CTAs resident on an SM, share of the CTAs that run so), ...): full waves hold ``cps`` on every
+    SM; the last wave's r CTAs go out one an SM a pass, so ceil(r / sms) sit on r - (that - 1) sms SMs
+    and one fewer on the others (DESIGN section 3's dispatch; every CTA of a grouped layer runs the same
+    k-steps, so waves start together)."""
+    per_wave = sms * cps
+    full, r = divmod(ctas, per_wave)
+    out = {}
+    if full:
+        out[cps] = full * per_wave
+    if r:
+        hi = -(-r // sms)
+        n_hi = r - (hi - 1) * sms
+        out[hi] = out.get(hi, 0) + n_hi * hi
+        if hi > 1:
+            out[hi - 1] = out.get(hi - 1, 0) + (sms - n_hi) * (hi - 1)
+    return tuple((float(k), n / ctas) for k, n in sorted(out.items()) if n)
+
+
+@memo()
+def _window_pixels(layer, kernel, sec) -> np.ndarray:
+    """win[0, t, d]: one tile's distinct input pixels read from filter position t - d to t - 1 (the dense
+    engine's reuse histogram and window, `_reuse.window_rows`, per tile): a re-read d positions after
+    the last one sees these in between, where ``d T_m`` rows were assumed (seed 4 #37, 11x11 stride 2
+    on 218-wide images: two rows of taps re-read a pixel 22 positions later, after some 650 of the
+    tile's pixels, not its whole 2,439; L1 misses +358 %); win[1, t, d]: from t - d to t, both ends
+    included (a re-read's window covers the end of the first k-step and the start of the last)."""
+    from ._reuse import reuse_histogram, window_rows
+    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
+    tm = min(kernel.tile_m, layer.gemm_m)
+    tiles_m = cdiv(layer.gemm_m, tm)
+    dense = layer.c * kernel.elem_bytes < sec
+    frac = np.full(max(sw, 1), 1.0 if dense else 0.0)
+    hist = reuse_histogram(layer.n, layer.h, layer.w, layer.r, layer.s, sh, sw, ph, pw, dh, dw, layer.p, layer.q,
+                           tm, tiles_m, frac, 1.0, False)
+    rs = layer.r * layer.s
+    win = window_rows(hist, np.zeros(rs, np.int64), 1)
+    # [1]: the same with position t itself: + its rows whose nearest earlier read is further back than t - d
+    out = np.empty((2, rs, rs), np.float64)
+    out[0] = win
+    seen = np.cumsum(hist[:, 1:], axis=1)            # seen[t, d - 1]: rows of t read again within d
+    rows = hist.sum(axis=1)
+    out[1, :, 0] = rows
+    out[1, :, 1:] = win[:, 1:] + rows[:, None] - seen[:, :rs - 1]
+    out *= tm / layer.gemm_m
+    out.setflags(write=False)
+    return out
