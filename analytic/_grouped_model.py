@@ -31,7 +31,7 @@ from ._schedule import SM_SAMPLES, sm_config_summary
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "3dbc32855a6e029f"
+_JIT_DEPS_SHA256 = "9561015544d31b30"
 
 
 @memo()
@@ -218,15 +218,13 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs, f) -> tuple:
     reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)
     # lines of a pixel's channel window in those sets, per class of channel blocks (`_window_lines`); a
     # window that straddles into a set the pixels do not reach is not counted there
-    windows = _as_array(_window_lines, layer, kernel, gpu.line_bytes) if reach == sets else _ONE_WINDOW
-    classes = _as_array(_tile_classes, layer, kernel, gpu.sector_bytes)
-    b_round = _b_lines_round(layer, kernel, gpu.line_bytes) / (ways * sets)
-    b_slice = _b_lines_slice(layer, kernel, gpu.line_bytes) / (ways * sets)
+    windows, classes, b_round, b_slice, intra_rows, cross_rows, win_tile, order = _reread_figures(
+        layer, kernel, gpu.line_bytes, gpu.sector_bytes)
+    windows = windows if reach == sets else _ONE_WINDOW
+    b_round, b_slice = b_round / (ways * sets), b_slice / (ways * sets)
     tm = min(kernel.tile_m, layer.gemm_m)
     # a k-step's rows whose tap falls in the padding read nothing
     valid = valid_mrs / (layer.gemm_m * layer.r * layer.s)
-    intra_rows, cross_rows = _reread_table(layer, kernel)
-    win_tile, order = _window_pixels(layer, kernel, gpu.sector_bytes), _issue_order(kernel)
     # co-resident CTAs of one CTA column read the same filter lines: at most tiles_n distinct filter tiles
     tiles_n = cdiv(layer.k, kernel.tile_n)
     residents = np.array([(resident, _same_class_residents(layer, kernel, gpu, resident, sets // reach), share,
@@ -234,6 +232,16 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs, f) -> tuple:
                           for resident, share in residency_classes(ctas, gpu.sms, cps)], np.float64)
     return _reread_misses(intra_rows, cross_rows, windows, classes, residents, float(ways * reach), b_round,
                           b_slice, tm, valid, win_tile, f.l1_hit_lo, f.l1_hit_hi, order)
+
+
+@memo()
+def _reread_figures(layer, kernel, line, sec) -> tuple:
+    """`reuse_misses`' figures that depend on neither the GPU's caches nor the factors, in one lookup:
+    (window lines per class of channel blocks, tile classes, a round's and a group step's filter lines,
+    the re-read table's intra and cross rows, a tile's distinct pixels between taps, the issue order)."""
+    return (_as_array(_window_lines, layer, kernel, line), _as_array(_tile_classes, layer, kernel, sec),
+            *_b_lines(layer, kernel, line), *_reread_table(layer, kernel), _window_pixels(layer, kernel, sec),
+            _issue_order(kernel))
 
 
 def _busy_periods(layer, kernel, gpu, machine) -> tuple:
@@ -316,6 +324,12 @@ def _group_windows(layer, kernel, columns) -> float:
     return max(1.0, columns)
 
 
+@memo()
+def _b_lines(layer, kernel, line) -> tuple:
+    """(`_b_lines_round`, `_b_lines_slice`), memoized."""
+    return _b_lines_round(layer, kernel, line), _b_lines_slice(layer, kernel, line)
+
+
 def _b_lines_slice(layer, kernel, line) -> float:
     """Filter lines of a CTA's group step: its rows (kMultipleGroup: the group's K_g filters;
     kSingleGroup: its T_n), R S C_g elements each, one contiguous block."""
@@ -346,18 +360,25 @@ def _b_shared(layer, kernel, gpu, f, machine) -> float:
     weight = cfg[:, 0].sum()
     if not weight:
         return 0.0
-    eb, line = kernel.elem_bytes, gpu.line_bytes
-    lines_b = _b_lines_round(layer, kernel, line)
-    nsb = nsets((layer.r * layer.s * layer.c_per_group * eb,), sets, line)
-    lines_a = min(kernel.tile_m, layer.gemm_m) * (1.0 + (kernel.tile_k * eb - 1) / line)
-    # one CTA lifetime of the SM's lines: each CTA's distinct A lines (its tile's pixels, the sectors of its
-    # groups' channel range) and its filter slice
-    pixels, per_pixel, _per_group = _pixel_sectors(layer, kernel, gpu.sector_bytes)
-    tile_px = _tile_pixels(layer, kernel, gpu.sector_bytes)[1]
-    life_a = tile_px * max(1.0, per_pixel * gpu.sector_bytes / line) / tiles_n
-    life_b = min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb / line + 1.0
-    return _shared_slices(cfg, (lines_b / nsb + lines_a / sets) / ways, (life_a + life_b) / (ways * sets),
+    lines_b, lines_a, life, pitch_b = _slice_lines(layer, kernel, gpu.line_bytes, gpu.sector_bytes)
+    nsb = nsets((pitch_b,), sets, gpu.line_bytes)
+    return _shared_slices(cfg, (lines_b / nsb + lines_a / sets) / ways, life / (ways * sets),
                           f.l1_hit_lo, f.l1_hit_hi) / weight
+
+
+@memo()
+def _slice_lines(layer, kernel, line, sec) -> tuple:
+    """`_b_shared`'s figures that depend on neither the GPU's caches nor the factors: (a round's filter
+    lines, a round's A lines, one CTA lifetime's lines: its distinct A lines (its tile's pixels, the
+    sectors of its groups' channel range) and its filter slice, the filter pitch in bytes)."""
+    eb = kernel.elem_bytes
+    lines_a = min(kernel.tile_m, layer.gemm_m) * (1.0 + (kernel.tile_k * eb - 1) / line)
+    per_pixel = _pixel_sectors(layer, kernel, sec)[1]
+    life_a = (_tile_pixels(layer, kernel, sec)[1] * max(1.0, per_pixel * sec / line)
+              / cdiv(layer.k, kernel.tile_n))
+    life_b = min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb / line + 1.0
+    return (_b_lines_round(layer, kernel, line), lines_a, life_a + life_b,
+            layer.r * layer.s * layer.c_per_group * eb)
 
 
 @njit(cache=True)

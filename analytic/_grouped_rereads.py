@@ -250,6 +250,7 @@ def _issue_order(kernel) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def residency_classes(ctas, sms, cps) -> tuple:
     """((CTAs resident on an SM, share of the CTAs that run so), ...): full waves hold ``cps`` on every
     SM; the last wave's r CTAs go out one an SM a pass, so ceil(r / sms) sit on r - (that - 1) sms SMs
