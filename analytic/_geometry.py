@@ -181,6 +181,21 @@ def _starting_coord(stride, pad, start):
     return abs(stride - (pad % stride - start)) % stride
 
 
+def strided_starts(layer) -> list:
+    """Strided dgrad's sub-problems that the dispatcher does not skip (start_h < H and start_w < W; DESIGN
+    3a), in block order: (start_r, start_s, start_h, start_w, taps along r, taps along s); a sub-problem
+    with no tap only stores."""
+    (sh, sw), (ph, pw) = layer.stride, layer.pad
+    out = []
+    for f in range(sh * sw):
+        start_r, start_s = f // sw, f % sw
+        start_h, start_w = _starting_coord(sh, ph, start_r), _starting_coord(sw, pw, start_s)
+        if start_h < layer.h and start_w < layer.w:
+            out.append((start_r, start_s, start_h, start_w, len(range(start_r, layer.r, sh)),
+                        len(range(start_s, layer.s, sw))))
+    return out
+
+
 @memo(256)
 def dgrad_subproblems(layer, kernel) -> tuple:
     """Strided dgrad (DESIGN 3a) as one unit-stride-like GEMM per starting filter position f: rows
@@ -203,12 +218,7 @@ def dgrad_subproblems(layer, kernel) -> tuple:
     fpos, per_filter = _dgrad_positions(layer, kernel)
     tpl = kernel_templates(kernel)
     subs = []
-    for f in range(sh * sw):
-        start_r, start_s = f // sw, f % sw
-        start_h, start_w = _starting_coord(sh, ph, start_r), _starting_coord(sw, pw, start_s)
-        if start_h >= H or start_w >= W:
-            continue
-        nr, ns = len(range(start_r, R, sh)), len(range(start_s, S, sw))
+    for start_r, start_s, start_h, start_w, nr, ns in strided_starts(layer):
         pp, qq = -(-(H - start_h) // sh), -(-(W - start_w) // sw)
         if nr == 0 or ns == 0:
             subs.append((None, nr, ns, pp, qq, start_r, start_s, start_h, start_w))
@@ -271,11 +281,9 @@ def dgrad_b_classes(layer, kernel, sec) -> np.ndarray:
     eb = kernel.elem_bytes
     width = min(C, kernel.tile_n) * eb
     found = []
-    for f in range(sh * sw):
-        start_r, start_s = f // sw, f % sw
-        if (start_r >= R or start_s >= S or _starting_coord(sh, layer.pad[0], start_r) >= layer.h
-                or _starting_coord(sw, layer.pad[1], start_s) >= layer.w):
-            continue                          # idle or store-only: its CTAs retire at once
+    for start_r, start_s, _h, _w, nr, ns in strided_starts(layer):
+        if not nr or not ns:
+            continue                          # store-only: its CTAs retire at once
         sectors = set()
         for k in range(min(layer.k, 2)):
             for r in range(start_r, R, sh):

@@ -16,7 +16,7 @@ from traces.kernel import KernelConfig
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, dirty_at_end, layer_time, machine_of as _machine
 from ._common import nsets as _nsets
 from ._counts import l1_counts
-from ._geometry import _starting_coord, dgrad_b_classes, dgrad_subproblems, geometry, geometry_check
+from ._geometry import dgrad_b_classes, dgrad_subproblems, geometry, geometry_check, strided_starts
 from ._l2 import cliff_params, l2_miss_prob, pattern_cliff, refetch_misses, swept_rereads
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
@@ -187,19 +187,11 @@ def _lockstep_share(layer, kernel, gpu, machine, tpf) -> float:
     dy and filter bytes over its rounds). Seed 1
     #188 (5x5 stride 2: 9, 6, 6 and 4 taps): filter L1 hits simulated 23 %, 45 % predicted in lockstep;
     with a 4x4 or 6x6 filter (equal taps) the lockstep prediction is within 1.3 % of the simulation."""
-    sh, sw = layer.stride
     nblk = _cdiv(layer.k, kernel.tile_k)
-    lengths, loads, taps_of = [], [], []
-    for f in range(sh * sw):
-        start_r, start_s = f // sw, f % sw
-        if (_starting_coord(sh, layer.pad[0], start_r) >= layer.h
-                or _starting_coord(sw, layer.pad[1], start_s) >= layer.w):
-            continue
-        taps = len(range(start_r, layer.r, sh)) * len(range(start_s, layer.s, sw))
-        lengths.append(nblk * taps + 1)
-        loads.append(taps > 0)
-        taps_of.append(taps)
-    if len(set(length for length, load in zip(lengths, loads) if load)) <= 1 and all(loads):
+    taps_of = [nr * ns for _r, _s, _h, _w, nr, ns in strided_starts(layer)]
+    lengths = [nblk * taps + 1 for taps in taps_of]
+    loads = [taps > 0 for taps in taps_of]
+    if len({length for length, load in zip(lengths, loads) if load}) <= 1 and all(loads):
         return 1.0
     cps, ways, sets = machine
     tiles_n, lane = _cdiv(layer.c, kernel.tile_n), 1 << kernel.swizzle_log
@@ -214,7 +206,7 @@ def _lockstep_share(layer, kernel, gpu, machine, tpf) -> float:
     # the lines the SM's CTAs touch in a round: each CTA's distinct dy and filter bytes over its rounds
     eb, line = kernel.elem_bytes, gpu.line_bytes
     rate = 0.0
-    for (length, load), taps in zip(zip(lengths, loads), taps_of):
+    for length, load, taps in zip(lengths, loads, taps_of):
         if load:
             a_lines = min(kernel.tile_m, tpf * kernel.tile_m) * nblk * min(kernel.tile_k, layer.k) * eb / line
             b_lines = layer.k * taps * min(layer.c, kernel.tile_n) * eb / line
@@ -368,7 +360,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
         ncls_l1[:, 0] = 0.0
         ncls_l1[:, 2] = 0.0
         b_round_l1 = b_slice_l1 = 0.0
-    if not nhwc and geo.op == "fprop":
+    nchw_fprop = not nhwc and geo.op == "fprop"        # A's CTA sectors and lines counted exactly
+    if nchw_fprop:
         # a CTA lifetime's A lines, exact (`_compulsory`): a plane's run of a tile's rows takes whole
         # lines, not C sw e / 128 of them a row (seed 5 #23, 32-row fp16 tiles of a 1x1 layer: 240 lines,
         # not 96, and the previous wave's filter lines no longer fit the L1: simulated B hits 50 %)
@@ -382,7 +375,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
         bfrac, l2cls,
         l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
-    if not nhwc and geo.op == "fprop":
+    if nchw_fprop:
         # at least each CTA's distinct sectors, for the CTAs whose tile no other CTA of their SM holds or
         # held last wave (`_compulsory`: the first touches above count one filter position at a time)
         first = cfg[:, 0][(cfg[:, CFG_AREP] < 0.5) & (cfg[:, CFG_PREV_A] < 0.5)].sum() / max(cfg[:, 0].sum(), 1e-300)
