@@ -19,7 +19,7 @@ from simcore import metrics as Mx
 from simcore._jit import njit
 from traces.grouped import group_mode, groups_per_cta
 
-from ._common import cdiv, layer_time, nsets, tile_samples, uniq_input
+from ._common import _TEMPLATE, cdiv, layer_time, nsets, tile_samples, uniq_input
 from ._counts import _ramp, l1_counts
 from ._l2 import cliff_params, l2_miss_prob
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
@@ -407,12 +407,11 @@ _TOTAL_KEYS = tuple((key, tuple(f"{key}:{op}" for op in "ABC"))
                                 Mx.L2_RD_HITS, Mx.DRAM_RD_SECTORS))
 
 
-def predict_grouped(layer, gpu, kernel, f, machine, predict_gemm) -> dict:
-    """Every metric of a grouped fprop layer; ``predict_gemm``: the dense engine (`model._predict_gemm`)."""
-    sub, geo, copies = dense_equivalent(layer, kernel)
-    part = predict_gemm(geo, gpu, kernel, f, machine, sub, timing=False)
-    part.pop("_uniq_a", None)
-    total = {key: value * copies for key, value in part.items()}
+def predict_grouped(layer, gpu, kernel, f, machine, write_side) -> dict:
+    """Every metric of a grouped fprop layer; ``write_side``: the dense engine's stores in the L2
+    (`model.write_side`)."""
+    geo = dense_equivalent(layer, kernel)[1]
+    total = _TEMPLATE.copy()
     ex = l1_counts(layer, kernel)
     eb, sec = kernel.elem_bytes, gpu.sector_bytes
     ctas = cdiv(layer.gemm_m, kernel.tile_m) * cdiv(layer.k, kernel.tile_n)
@@ -446,11 +445,11 @@ def predict_grouped(layer, gpu, kernel, f, machine, predict_gemm) -> dict:
         total[k_dram] = dram
     # stores: the exact sectors; the write side of the copies scaled to them (the last column's copy stores
     # only K - (tiles_n - 1) TN filters)
-    stored = total[f"{Mx.L1_ST_SECTORS}:C"]
+    stored, uniq_c, dirty, dram_w = write_side(geo, gpu, kernel, f, machine)
     scale = ex["sec_C"] / stored if stored else 0.0
-    for key, key_c in _WRITE_KEYS:
-        total[key_c] *= scale
-        total[key] = total[key_c]
+    misses = min(stored, uniq_c)
+    for (key, key_c), value in zip(_WRITE_KEYS, (stored, stored - misses, misses, dram_w, dirty)):
+        total[key_c] = total[key] = value * scale
     total[f"{Mx.L1_ST_REQUESTS}:C"] = float(ex["req_C"])
     total[f"{Mx.L1_ST_SECTORS}:C"] = float(ex["sec_C"])
     for key, per in _TOTAL_KEYS:

@@ -75,7 +75,7 @@ def _predict(layer, gpu, kernel, f, machine):
     engine."""
     if layer.groups > 1:
         from ._grouped_model import predict_grouped
-        return predict_grouped(layer, gpu, kernel, f, machine, _predict_gemm)
+        return predict_grouped(layer, gpu, kernel, f, machine, write_side)
     if kernel.op == "wgrad":
         return predict_wgrad(layer, gpu, kernel, f, machine, l1_counts(layer, kernel))
     if kernel.op == "dgrad" and layer.stride != (1, 1):
@@ -241,6 +241,37 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
     more = tpf * len(subs) * _cdiv(layer.c, kernel.tile_n) > per_wave
     return swept_rereads(np.array(taps), nblk, dy_lines + w_lines, more, 32, cap_lines, float(gpu.l2_ways),
                          cliff_params(gpu, f), uniq_dy)
+
+
+def _stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum) -> tuple:
+    """(dirty output sectors left in L2 at the end, DRAM write sectors): the LRU stack walked back by
+    waves (`dirty_at_end`), a wave's reads occupying L2 once per distinct tile (its A tiles with their
+    halos, ``delta`` rows, and its B slices); ``wsum``: `wave_stats`' sums."""
+    n_waves = wsum[3]
+    na_wave, nb_wave, ctas_wave, runs_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves, \
+        wsum[4] / n_waves
+    r_full = uniq_a / M * (na_wave * tm + runs_wave * delta) + nb_wave * uniq_b / tiles_n
+    return dirty_at_end(gpu, f, uniq_c, uniq_c / ctas, r_full, ctas, per_wave, ctas_wave)
+
+
+def write_side(geo, gpu, kernel, f, machine) -> tuple:
+    """(store sectors, distinct output sectors, dirty sectors left in L2, DRAM write sectors) of the dense
+    GEMM ``geo``, as `_predict_gemm` counts them but without its loads: a wave's reads taken at their
+    compulsory sectors (the grouped engine's dense part, `_grouped_model.predict_grouped`, which counts its
+    own loads)."""
+    win = geo.win
+    M, K = win.n * win.p * win.q, geo.gemm_n
+    tm, tn, eb, SEC = kernel.tile_m, kernel.tile_n, kernel.elem_bytes, gpu.sector_bytes
+    tiles_m, tiles_n = _cdiv(M, tm), _cdiv(K, tn)
+    per_wave = machine[0] * gpu.sms
+    wsum = wave_stats(tiles_m, tiles_n, kernel.swizzle_log, per_wave, WAVE_SAMPLES)[3]
+    uniq_a = float(a_window(win, tm, kernel.tile_k, eb, kernel.layout == "nhwc", SEC, gpu.line_bytes,
+                            f.l1_tile_edge)[8])
+    uniq_c = float(_cdiv(M * K * eb, SEC))
+    delta = (win.r - 1) * win.dh / win.sh * win.q + (win.s - 1) * win.dw / win.sw
+    dirty, dram_w = _stores_in_l2(gpu, f, uniq_a, geo.uniq_b, uniq_c, M, tm, delta, tiles_n,
+                                  tiles_m * tiles_n, per_wave, wsum)
+    return float(geo.counts["sec_C"]), uniq_c, dirty, dram_w
 
 
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
@@ -418,13 +449,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
                                              l2_tab)
     dram_a = min(miss_a, uniq_a + reread_a + inner + halo)
     dram_b = min(miss_b, uniq_b + reread_b)
-    y_cta = uniq_c / ctas
-
-    # ---- stores: L2 write-back, dirty sectors left at the end (LRU stack walked back by waves) ----
-    # reads of a wave occupy L2 once per distinct tile (the wave's A tiles with their halos, its
-    # B slices)
-    r_full = dens * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice
-    dirty, dram_w = dirty_at_end(gpu, f, uniq_c, y_cta, r_full, ctas, per_wave, ctas_wave)
+    dirty, dram_w = _stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)
     out = relabel_loads(assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b,
                                  dram_w, dirty, uniq_c), kinds)
     if timing:
