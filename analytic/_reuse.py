@@ -269,7 +269,7 @@ def _window_x(a_lines, d, nsa, other, bfrac, extra, ways):
 
 @njit(cache=True)
 def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, bfrac, extra,
-              l2cls, a_scale, l2_ways, l2_cliff, ref, l2_tab):
+              l2cls, a_scale, l2_ways, l2_cliff, ref, l2_tab, corr, own, rel, na, b_ratio, nb):
     """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
     (linear ramp lo..hi).
 
@@ -307,6 +307,44 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
             if union:
                 ua = scale_a * win[t, d]
                 x = _window_x(ua, d, nsa, other, bfrac, extra, ways)
+                if d == 1 and corr.shape[0] > 1:
+                    # the reads' places in their k-steps and the tile's own valid rows (`_issue_order`):
+                    # the LRU step at each quantile (counted, not fitted)
+                    nq = corr.shape[1]
+                    nv = rel.shape[1]
+                    own_t = lines_a_t[t - d] * own
+                    ua_own = ua / na
+                    nr = b_ratio.shape[1]
+                    kb = min(b_ratio.shape[0], max(1, int(nb + 0.5))) - 1
+                    # a miss iff the window's lines in the set pass the ways: A's own lines above a
+                    # threshold per filter-line quantile (equal quantiles counted once, with their weight)
+                    pq = 0.0
+                    q = 0
+                    while q < nq:
+                        wq = 1
+                        while q + wq < nq and corr[t, q + wq] == corr[t, q]:
+                            wq += 1
+                        own_q = max(0.0, ua_own + own_t * corr[t, q])
+                        v = 0
+                        while v < nv:
+                            wv = 1
+                            while v + wv < nv and rel[t - d, v + wv] == rel[t - d, v]:
+                                wv += 1
+                            uq = ua - ua_own + own_q * rel[t - d, v]
+                            for j in range(nr):
+                                if _window_x(uq, d, nsa, other * b_ratio[kb, j], bfrac, extra, ways) > 1.0:
+                                    pq += wq * wv
+                            v += wv
+                        q += wq
+                    if pq == 0.0:
+                        continue
+                    renewed = ref[t, t - d + 1:t].any()
+                    if not renewed:
+                        pm = hv * pq / (nq * nv * nr)
+                        total += pm
+                        if l2cls[0, 0] > 0:
+                            total2 += pm * _class_l2_miss(l2cls, ua, a_scale, d, l2_ways, l2_cliff, l2_tab)
+                        continue
             else:
                 ua = 0.0
                 x = (d * dscale * (lines_a_t[t] / nsa + other) + extra) / ways
@@ -438,7 +476,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
-               b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p):
+               b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
@@ -534,7 +572,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     # window: new lines only where a position's filter bytes leave the previous line
                     extra = lines_b / nmax * min(1.0, bfrac) if brep else 0.0
                     m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
-                                       extra, l2cls, 1.0 / na, l2_ways, l2_cliff, ref, l2_tab)
+                                       extra, l2cls, 1.0 / na, l2_ways, l2_cliff, ref, l2_tab, corr,
+                                       1.0 / (na * T), rel, na, b_ratio, nb)
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total

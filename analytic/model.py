@@ -23,6 +23,7 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._schedule import CFG_AREP, CFG_PREV_A, SM_SAMPLES, WAVE_SAMPLES, filters_in_step, l2_classes, sm_config_summary, wave_stats
 from ._timeline import lead_share
+from ._issue_order import one_back
 from ._tiers import tiered
 from ._window import a_window
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
@@ -33,6 +34,9 @@ from .factors import resolve_factors
 __all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
 
 
+_NO_CORR = np.zeros((1, 1), np.float64)  # no issue-order corrections
+_NO_REL = np.ones((1, 1), np.float64)
+_NO_B = np.ones((1, 1), np.float64)
 _NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
 _NO_CLASS = np.zeros((1, 4), np.float64)  # nchw: no within-CTA L2 term
 
@@ -126,7 +130,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     total = None
     uniq_sum = 0.0
     for geo, mult in groups:
-        part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched)
+        part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched, counted=False)
         uniq_sum += mult * part.pop("_uniq_a")
         if total is None:
             total = {key: mult * value for key, value in part.items()}
@@ -243,6 +247,17 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
                          cliff_params(gpu, f), uniq_dy)
 
 
+@memo(4096)
+def _grid_schedule(tiles_m, tiles_n, swz, sms, cps) -> tuple:
+    """(`sm_config_summary`, `wave_stats`) of a grid on ``sms`` SMs of ``cps`` CTAs each: a layer's shape on
+    the GPUs of one SM count (and its batches of one grid) shares them; memoized, read-only."""
+    cfg = sm_config_summary(tiles_m, tiles_n, swz, sms, cps, SM_SAMPLES)
+    waves = wave_stats(tiles_m, tiles_n, swz, cps * sms, WAVE_SAMPLES)
+    for a in (cfg,) + tuple(waves):
+        a.setflags(write=False)
+    return cfg, waves
+
+
 def _stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum) -> tuple:
     """(dirty output sectors left in L2 at the end, DRAM write sectors): the LRU stack walked back by
     waves (`dirty_at_end`), a wave's reads occupying L2 once per distinct tile (its A tiles with their
@@ -264,7 +279,7 @@ def write_side(geo, gpu, kernel, f, machine) -> tuple:
     tm, tn, eb, SEC = kernel.tile_m, kernel.tile_n, kernel.elem_bytes, gpu.sector_bytes
     tiles_m, tiles_n = _cdiv(M, tm), _cdiv(K, tn)
     per_wave = machine[0] * gpu.sms
-    wsum = wave_stats(tiles_m, tiles_n, kernel.swizzle_log, per_wave, WAVE_SAMPLES)[3]
+    wsum = _grid_schedule(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, machine[0])[1][3]
     uniq_a = float(a_window(win, tm, kernel.tile_k, eb, kernel.layout == "nhwc", SEC, gpu.line_bytes,
                             f.l1_tile_edge)[8])
     uniq_c = float(_cdiv(M * K * eb, SEC))
@@ -274,7 +289,10 @@ def write_side(geo, gpu, kernel, f, machine) -> tuple:
     return float(geo.counts["sec_C"]), uniq_c, dirty, dram_w
 
 
-def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
+def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True):
+    """Every metric of the dense GEMM ``geo``. ``counted``: judge the reuses one filter position back on
+    their counted windows (`_issue_order`); strided dgrad's sub-problems do not, since their co-resident
+    sub-problems' dy rows are one averaged window (`_predict_strided_dgrad`)."""
     win = geo.win
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
     sh, sw, dh, dw = win.sh, win.sw, win.dh, win.dw
@@ -302,8 +320,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
     # ---- schedule: co-residency per SM (L1), tiles per wave and their re-reads (L2) --------------
     swz = kernel.swizzle_log
     if sched is None or (tiles_m, tiles_n) not in sched:
-        stats = (sm_config_summary(tiles_m, tiles_n, swz, sms, cps, SM_SAMPLES),
-                 wave_stats(tiles_m, tiles_n, swz, per_wave, WAVE_SAMPLES))
+        stats = _grid_schedule(tiles_m, tiles_n, swz, sms, cps)
         if sched is not None:
             sched[(tiles_m, tiles_n)] = stats
     else:
@@ -399,12 +416,18 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None):
         rows_cta = hist[:, 0].sum() * tm / M
         if rows_cta > 0:
             lpm_a = cta_sectors(layer, kernel, LINE) / _cdiv(M, tm) / rows_cta
+    corr, rel, b_ratio = _NO_CORR, _NO_REL, _NO_B
+    if counted and nhwc and R * S > 1 and kernel.math == "simt":
+        # a reuse one filter position back: the reads' places in their k-steps, the tile's own valid rows
+        # and, for dgrad, the filter lines in the reused line's set (`_issue_order`)
+        corr, rel, b_ratio = one_back(win, tm, tk, kernel.threads, kernel.vector, eb, LINE, sets, geo.op, K,
+                                      geo.row_b, geo.pos_b, tn)
     miss_frac_a, hit_b, miss2_frac_a = l1_configs(
         hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
         lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1, float(ns_life),
         bfrac, l2cls,
-        l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p)
+        l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio)
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     if nchw_fprop:
         # at least each CTA's distinct sectors, for the CTAs whose tile no other CTA of their SM holds or

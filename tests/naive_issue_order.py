@@ -1,0 +1,114 @@
+"""Slow, obviously correct references for `analytic._issue_order`: the window of a reuse one filter
+position back, row by row; a tile's valid rows, row by row; the filter lines in the reused line's L1 set,
+line by line."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def issue_order(tm, tk, threads, vector):
+    """pos[m] of DESIGN section 3's stripmined map, thread by thread: the first (warp, iteration) that
+    reads row m, as warp * iterations + iteration."""
+    t_c = tk // vector
+    t_s = threads // t_c
+    iters = tm // t_s
+    pos = [None] * tm
+    for warp in range(threads // 32):
+        for j in range(iters):
+            for t in range(32 * warp, 32 * warp + 32):
+                row = j * t_s + t // t_c
+                if pos[row] is None:
+                    pos[row] = warp * iters + j
+    return pos
+
+
+def window_corrections(dm, pos, cls):
+    """Per tile row m whose earlier reader m + dm is in the tile: the distinct lines of m's set class read
+    between the two reads (k-step t - 1 after row m + dm, k-step t before row m, a pixel counted once:
+    row x of k-step t reads what row x + dm read in k-step t - 1), less a whole k-step's other reads of the
+    class, times the number of classes."""
+    tm = len(pos)
+    ncls = len(set(cls))
+    out = []
+    for m in range(tm):
+        first = m + dm
+        if not 0 <= first < tm:
+            continue
+        pixels = set()
+        for x in range(tm):                          # k-step t - 1: row x reads pixel x
+            if cls[x] == cls[first] and pos[x] > pos[first]:
+                pixels.add(x)
+        for x in range(tm):                          # k-step t: row x reads pixel x + dm (a new one if outside)
+            if cls[x] == cls[m] and pos[x] < pos[m]:
+                src = x + dm
+                pixels.add(src if 0 <= src < tm and cls[src] == cls[first] else ("new", x))
+        whole = sum(1 for x in range(tm) if cls[x] == cls[m] and x != m)
+        out.append((len(pixels) - whole) * ncls)
+    return out
+
+
+def quantiles(values, nq):
+    """The project's quantile rule: the sorted values at floor((q + 1/2) n / nq)."""
+    v = sorted(values)
+    n = len(v)
+    return [v[min(n - 1, int((q + 0.5) / nq * n))] for q in range(nq)]
+
+
+def tile_valid_rows(win, tm, samples, nv):
+    """rel[t][v], row by row: the full tiles among ``samples`` evenly spaced along M (Python's round), each
+    tile's rows whose position t is inside the image over the tiles' mean, at the quantiles over the tiles
+    weighted by their valid rows at t + 1 (None where no tile has any)."""
+    M = win.n * win.p * win.q
+    tiles = -(-M // tm)
+    k = min(tiles, samples)
+    picks = []
+    for i in range(k):
+        x = round(i * (tiles - 1) / (k - 1)) if k > 1 else 0
+        if (x + 1) * tm <= M and (not picks or x != picks[-1]):
+            picks.append(x)
+    RS = win.r * win.s
+    valid = []
+    for tile in picks:
+        row = []
+        for t in range(RS):
+            tt = RS - 1 - t if win.reverse else t
+            r, s = tt // win.s, tt % win.s
+            count = 0
+            for m in range(tile * tm, tile * tm + tm):
+                p, q = m // win.q % win.p, m % win.q
+                h, w = p * win.sh - win.ph + r * win.dh, q * win.sw - win.pw + s * win.dw
+                count += 0 <= h < win.h and 0 <= w < win.w
+            row.append(count)
+        valid.append(row)
+    out = []
+    for t in range(RS):
+        nxt = min(t + 1, RS - 1)
+        mean = sum(v[t] for v in valid) / len(valid) if valid else 0
+        total = sum(v[nxt] for v in valid)
+        if len(picks) < 2 or mean <= 0 or total <= 0:
+            out.append(None)
+            continue
+        ranked = sorted(range(len(valid)), key=lambda i: valid[i][t])
+        got, acc, v = [], 0.0, 0
+        for i in ranked:
+            acc += valid[i][nxt] / total
+            while v < nv and acc >= (v + 0.5) / nv:
+                got.append(valid[i][t] / mean)
+                v += 1
+        while v < nv:
+            got.append(valid[ranked[-1]][t] / mean)
+            v += 1
+        out.append(got)
+    return out
+
+
+def dgrad_filter_lines(c, k_filters, RS, row_b, pos_b, tn, tk, eb, line, block, tap, cols):
+    """The distinct lines a round of dgrad's B reads for CTA columns ``cols``: filters k of the channel
+    block, each the column's T_n channels (w is K x R x S x C)."""
+    lines = set()
+    for col in cols:
+        for i in range(min(tk, c - block * tk)):
+            start = (block * tk + i) * row_b + tap * pos_b + col * tn * eb
+            width = min(tn, k_filters - col * tn) * eb
+            lines.update(range(start // line, (start + width - 1) // line + 1))
+    return lines
