@@ -43,15 +43,20 @@ _VALID_SAMPLES = 32
 _OVERLAP_SAMPLES = 3
 
 
-def row_positions(tm, tk, threads, vector) -> np.ndarray:
-    """pos[m]: the warp request of A's k-step that reads tile row m (DESIGN section 3's stripmined map:
+def row_positions(tm, tk, threads, vector, raked=False) -> np.ndarray:
+    """pos[m]: the warp request of A's k-step that reads tile row m. DESIGN section 3's stripmined map:
     T_c = T_k / V threads a row, T_s = threads / T_c rows an iteration, I = T_m / T_s iterations; row m =
     j T_s + t div T_c is read in iteration j by thread t, whose warp issues its I iterations in turn:
-    pos = warp I + j, with the warp of the row's first thread)."""
+    pos = warp I + j, with the warp of the row's first thread. ``raked``: section 3a's warp-raked map
+    (tensor-op), a warp's t_s = 32 / (T_k / V) rows an access over its It = T_m / t_s / warps accesses of
+    consecutive rows: pos = warp It + i, row m = (warp It + i) t_s + lane div (T_k / V)."""
+    m = np.arange(tm)
     t_c = tk // vector
+    if raked:
+        t_s = 32 // t_c
+        return m // t_s
     t_s = threads // t_c
     iters = tm // t_s
-    m = np.arange(tm)
     return (m % t_s * t_c // 32) * iters + m // t_s
 
 
@@ -204,20 +209,20 @@ def out_dm_equal(u, RS, S, reverse, sh, sw, dh, dw, Q, dm):
     return num_p // sh * Q + num_q // sw == dm
 
 
-def issue_corrections(win, tm, tk, threads, vector, eb, line, sets) -> np.ndarray:
+def issue_corrections(win, tm, tk, threads, vector, eb, line, sets, raked=False) -> np.ndarray:
     """`_issue_table` of a window (its batch, image height and channels' count enter only through the
     pixel pitch)."""
     return _issue_table(win.r, win.s, win.reverse, win.sh, win.sw, win.dh, win.dw, win.q, win.sw * win.c * eb, tm,
-                        tk, threads, vector, line, sets)
+                        tk, threads, vector, line, sets, raked)
 
 
 @memo()
-def _issue_table(R, S, reverse, sh, sw, dh, dw, Q, pitch, tm, tk, threads, vector, line, sets) -> np.ndarray:
+def _issue_table(R, S, reverse, sh, sw, dh, dw, Q, pitch, tm, tk, threads, vector, line, sets, raked) -> np.ndarray:
     """corr[t, q]: for the reuse at filter position t of what position t - 1 read, the CTA's own window
     (in rows of a k-step, all sets) less the whole k-step the dense window assumes, at the `NQ` quantiles
     over the tile's rows (module docstring). Negative: fewer lines (the pixel's first reader was a later
     row, read later in its k-step). Zero where the taps give no whole row shift."""
-    pos = row_positions(tm, tk, threads, vector)
+    pos = row_positions(tm, tk, threads, vector, raked)
     cls = (np.arange(tm) * pitch // line) % sets
     ncls = float(len(np.unique(cls)))
     out = _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, cls, ncls, NQ)
@@ -411,8 +416,8 @@ _ONES.setflags(write=False)
 
 
 @memo()
-def one_back(win, tm, tk, threads, vector, eb, line, sets, op, gemm_n, row_b, pos_b, tn) -> tuple:
+def one_back(win, tm, tk, threads, vector, eb, line, sets, op, gemm_n, row_b, pos_b, tn, raked=False) -> tuple:
     """(`issue_corrections`, `tile_valid_rows`, `b_lines_in_a_set`) of a layer shape and kernel on an L1
-    of ``sets`` sets (each memoized, read-only)."""
-    return (issue_corrections(win, tm, tk, threads, vector, eb, line, sets), tile_valid_rows(win, tm),
+    of ``sets`` sets (each memoized, read-only); ``raked``: the tensor-op warp-raked map."""
+    return (issue_corrections(win, tm, tk, threads, vector, eb, line, sets, raked), tile_valid_rows(win, tm),
             b_lines_in_a_set(op, win, gemm_n, row_b, pos_b, tn, tk, eb, line, sets))

@@ -417,11 +417,11 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         if rows_cta > 0:
             lpm_a = cta_sectors(layer, kernel, LINE) / _cdiv(M, tm) / rows_cta
     corr, rel, b_ratio = _NO_CORR, _NO_REL, _NO_B
-    if counted and nhwc and R * S > 1 and kernel.math == "simt":
+    if counted and nhwc and R * S > 1:
         # a reuse one filter position back: the reads' places in their k-steps, the tile's own valid rows
         # and, for dgrad, the filter lines in the reused line's set (`_issue_order`)
         corr, rel, b_ratio = one_back(win, tm, tk, kernel.threads, kernel.vector, eb, LINE, sets, geo.op, K,
-                                      geo.row_b, geo.pos_b, tn)
+                                      geo.row_b, geo.pos_b, tn, kernel.math == "tensorop")
     miss_frac_a, hit_b, miss2_frac_a = l1_configs(
         hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),

@@ -22,6 +22,24 @@ def issue_order(tm, tk, threads, vector):
     return pos
 
 
+def raked_issue_order(tm, tk, threads, vector):
+    """pos[m] of DESIGN section 3a's warp-raked map (tensor-op A), thread by thread: warp w, lane l reads
+    row w t_s It + l div t_c + t_s i in its access i (t_c = T_k / V lanes a row, t_s = 32 / t_c rows an
+    access, It = T_m / t_s / warps accesses), issued as warp w It + i."""
+    t_c = tk // vector
+    t_s = 32 // t_c
+    warps = threads // 32
+    its = tm // t_s // warps
+    pos = [None] * tm
+    for warp in range(warps):
+        for i in range(its):
+            for lane in range(32):
+                row = warp * t_s * its + lane // t_c + t_s * i
+                if pos[row] is None:
+                    pos[row] = warp * its + i
+    return pos
+
+
 def window_corrections(dm, pos, cls):
     """Per tile row m whose earlier reader m + dm is in the tile: the distinct lines of m's set class read
     between the two reads (k-step t - 1 after row m + dm, k-step t before row m, a pixel counted once:
