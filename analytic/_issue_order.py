@@ -30,7 +30,7 @@ from simcore._jit import njit
 
 from ._memo import memo
 
-__all__ = ["one_back", "issue_corrections", "row_positions", "tile_valid_rows", "b_lines_in_a_set", "NQ", "NV",
+__all__ = ["one_back_tables", "issue_corrections", "row_positions", "tile_valid_rows", "b_lines_in_a_set", "NQ", "NV",
            "NB"]
 
 #: quantiles kept: of the rows' window corrections, of the tiles' valid rows, of the filter lines in set
@@ -168,45 +168,39 @@ def _shift_corrections(dm, pos, cls, ncls, nq):
 
 
 @njit(cache=True)
-def _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, cls, ncls, nq):
-    """`issue_corrections` compiled: per filter position, the quantiles of its row shift from the
-    position before (the same shift computed once)."""
-    RS = R * S
-    out = np.zeros((RS, nq), np.float64)
-    last_dm = -(1 << 40)
-    for t in range(1, RS):
-        tt = RS - 1 - t if reverse else t
-        t0 = RS - 1 - (t - 1) if reverse else t - 1
-        num_p = (tt // S - t0 // S) * dh
-        num_q = (tt % S - t0 % S) * dw
-        if num_p % sh or num_q % sw:
-            continue
-        dm = num_p // sh * Q + num_q // sw
-        if dm == last_dm:
-            out[t] = out[t - 1]
-            continue
-        found = False
-        for u in range(1, t):
-            if out_dm_equal(u, RS, S, reverse, sh, sw, dh, dw, Q, dm):
-                out[t] = out[u]
-                found = True
-                break
-        if not found:
-            out[t] = _shift_corrections(dm, pos, cls, ncls, nq)
-        last_dm = dm
-    return out
-
-
-@njit(cache=True)
-def out_dm_equal(u, RS, S, reverse, sh, sw, dh, dw, Q, dm):
-    """Whether position u's shift from u - 1 is a whole row shift equal to ``dm``."""
-    tt = RS - 1 - u if reverse else u
-    t0 = RS - 1 - (u - 1) if reverse else u - 1
+def _row_shift(t, RS, S, reverse, sh, sw, dh, dw, Q):
+    """dm of the reuse at filter position t of what t - 1 read (the pixel row m reads at t, row m + dm read
+    at t - 1), or a value below -RS Q where the taps give no whole row shift."""
+    tt = RS - 1 - t if reverse else t
+    t0 = RS - 1 - (t - 1) if reverse else t - 1
     num_p = (tt // S - t0 // S) * dh
     num_q = (tt % S - t0 % S) * dw
     if num_p % sh or num_q % sw:
-        return False
-    return num_p // sh * Q + num_q // sw == dm
+        return -(RS + 1) * (Q + 1)
+    return num_p // sh * Q + num_q // sw
+
+
+@njit(cache=True)
+def _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, cls, ncls, nq):
+    """`issue_corrections` compiled: per filter position, the quantiles of its row shift from the
+    position before (each distinct shift computed once)."""
+    RS = R * S
+    out = np.zeros((RS, nq), np.float64)
+    none = -(RS + 1) * (Q + 1)
+    for t in range(1, RS):
+        dm = _row_shift(t, RS, S, reverse, sh, sw, dh, dw, Q)
+        if dm == none:
+            continue
+        done = -1
+        for u in range(1, t):
+            if _row_shift(u, RS, S, reverse, sh, sw, dh, dw, Q) == dm:
+                done = u
+                break
+        if done > 0:
+            out[t] = out[done]
+        else:
+            out[t] = _shift_corrections(dm, pos, cls, ncls, nq)
+    return out
 
 
 def issue_corrections(win, tm, tk, threads, vector, eb, line, sets, raked=False) -> np.ndarray:
@@ -228,11 +222,6 @@ def _issue_table(R, S, reverse, sh, sw, dh, dw, Q, pitch, tm, tk, threads, vecto
     out = _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, cls, ncls, NQ)
     out.setflags(write=False)
     return out
-
-
-def _tap(t, RS, S, reverse):
-    tt = RS - 1 - t if reverse else t
-    return tt // S, tt % S
 
 
 @njit(cache=True)
@@ -416,7 +405,7 @@ _ONES.setflags(write=False)
 
 
 @memo()
-def one_back(win, tm, tk, threads, vector, eb, line, sets, op, gemm_n, row_b, pos_b, tn, raked=False) -> tuple:
+def one_back_tables(win, tm, tk, threads, vector, eb, line, sets, op, gemm_n, row_b, pos_b, tn, raked=False) -> tuple:
     """(`issue_corrections`, `tile_valid_rows`, `b_lines_in_a_set`) of a layer shape and kernel on an L1
     of ``sets`` sets (each memoized, read-only); ``raked``: the tensor-op warp-raked map."""
     return (issue_corrections(win, tm, tk, threads, vector, eb, line, sets, raked), tile_valid_rows(win, tm),

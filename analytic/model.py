@@ -23,7 +23,7 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._schedule import CFG_AREP, CFG_PREV_A, SM_SAMPLES, WAVE_SAMPLES, filters_in_step, l2_classes, sm_config_summary, wave_stats
 from ._timeline import lead_share
-from ._issue_order import one_back
+from ._issue_order import one_back_tables
 from ._tiers import tiered
 from ._window import a_window
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
@@ -420,7 +420,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     if counted and nhwc and R * S > 1:
         # a reuse one filter position back: the reads' places in their k-steps, the tile's own valid rows
         # and, for dgrad, the filter lines in the reused line's set (`_issue_order`)
-        corr, rel, b_ratio = one_back(win, tm, tk, kernel.threads, kernel.vector, eb, LINE, sets, geo.op, K,
+        corr, rel, b_ratio = one_back_tables(win, tm, tk, kernel.threads, kernel.vector, eb, LINE, sets, geo.op, K,
                                       geo.row_b, geo.pos_b, tn, kernel.math == "tensorop")
     miss_frac_a, hit_b, miss2_frac_a = l1_configs(
         hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,

@@ -13,7 +13,7 @@ import simcore
 import traces
 from analytic._geometry import Window, geometry
 from analytic._issue_order import (NB, NQ, NV, _OVERLAP_SAMPLES, _VALID_SAMPLES, NB_COLS, _shift_corrections,
-                                   b_lines_in_a_set, row_positions, tile_valid_rows)
+                                   b_lines_in_a_set, issue_corrections, row_positions, tile_valid_rows)
 from simcore import metrics as Mx
 from traces import ConvLayer, KernelConfig
 
@@ -57,6 +57,28 @@ def test_shift_corrections_count_the_window_row_by_row(tm, tk, vector, threads, 
     values = naive.window_corrections(dm, pos.tolist(), cls.tolist())
     want = naive.quantiles(values, NQ) if values and dm else [0.0] * NQ
     assert got.tolist() == pytest.approx(want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(r=st.integers(1, 5), s=st.integers(1, 5), sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 3),
+       dw=st.integers(1, 3), q=st.integers(1, 40), reverse=st.booleans(), c=st.sampled_from([8, 24, 64, 96]))
+def test_issue_corrections_take_each_positions_row_shift(r, s, sh, sw, dh, dw, q, reverse, c):
+    # position t re-reads what t - 1 read shifted by dm = ((r_t - r_t-1) dh / sh) Q + (s_t - s_t-1) dw / sw
+    # rows, where both divide; the table holds that shift's quantiles, zeros elsewhere
+    win = Window(1, c, 50, 50, r, s, sh, sw, 0, 0, dh, dw, 10, q, reverse)
+    got = issue_corrections(win, 64, 8, 256, 1, 4, 128, 4)
+    pos = row_positions(64, 8, 256, 1)
+    cls = (np.arange(64) * sw * c * 4 // 128) % 4
+    taps = [(t // s, t % s) for t in range(r * s)]
+    if reverse:
+        taps = taps[::-1]
+    for t in range(1, r * s):
+        (r1, s1), (r0, s0) = taps[t], taps[t - 1]
+        if ((r1 - r0) * dh) % sh or ((s1 - s0) * dw) % sw:
+            assert got[t].tolist() == [0.0] * NQ
+        else:
+            dm = (r1 - r0) * dh // sh * q + (s1 - s0) * dw // sw
+            assert got[t].tolist() == _shift_corrections(dm, pos, cls, float(len(set(cls.tolist()))), NQ).tolist()
 
 
 def test_shift_corrections_hand_case():
