@@ -53,8 +53,8 @@ def tile_of(v, tiles_m, tiles_n, swz):
 
 # columns of sm_configs' rows
 (CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
- CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB) = range(13)
-_CFG_COLS = 13
+ CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE) = range(14)
+_CFG_COLS = 14
 
 
 @njit(cache=True, inline="always")
@@ -130,10 +130,13 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         brep = 0.0
         gapa = 0.0
         gapb = 0.0
+        ashare = 0.0
         for s2 in range(s):
             if tm_[s2] == tm_[s]:
                 arep = 1.0
                 gapa = s - s2
+            elif a_key(tm_[s2], m_div, bcls) == a_key(tm_[s], m_div, bcls):
+                ashare = 1.0
             if tn_[s2] == tn_[s]:
                 brep = 1.0
                 gapb = s - s2
@@ -157,6 +160,7 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         cfg[s, CFG_GAPB] = gapb
         cfg[s, CFG_PREV_NA] = pna
         cfg[s, CFG_PREV_NB] = pnb
+        cfg[s, CFG_ASHARE] = ashare
     return k
 
 
@@ -193,7 +197,9 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None)
     slot of the SM holds the same tile_m (AREP) / tile_n (BREP), whether the SM ran CTAs in the previous
     wave (PREV) and whether one of them had the same tile_m (PREV_A) / tile_n (PREV_B), and the slot
     distance to the nearest earlier slot with the same tile_m (GAPA) / tile_n (GAPB), 0 if none, and
-    the previous wave's distinct tile_m / tile_n on the SM (PREV_NA / PREV_NB, 0 without one)."""
+    the previous wave's distinct tile_m / tile_n on the SM (PREV_NA / PREV_NB, 0 without one), and
+    whether an earlier slot holds another tile of the same A window (`a_key`: strided dgrad's sub-problems,
+    ASHARE)."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)
@@ -216,7 +222,7 @@ def _config_key(cfg, s, base):
     key = 0
     for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB):
         key = key * base + int(cfg[s, c])
-    for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B):
+    for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_ASHARE):
         key = key * 2 + int(cfg[s, c])
     return key
 

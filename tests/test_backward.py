@@ -283,3 +283,21 @@ def test_bad_input():
     # unit-stride dgrad with dilation and wgrad with stride and dilation are fine
     iter_request_chunks(ConvLayer(1, 8, 9, 9, 8, 3, 3, dilation=2), g, KernelConfig(op="dgrad"))
     iter_request_chunks(ConvLayer(1, 8, 9, 9, 8, 3, 3, stride=2, dilation=2), g, KernelConfig(op="wgrad"))
+
+
+def test_strided_dgrad_subproblems_sharing_an_sm_find_each_others_dy_in_a_large_l1():
+    # seed 9 #65: a 5 x 5 stride-4 dgrad of 3 channels; 66 tiles a sub-problem on 132 SMs, so an SM's four
+    # CTAs are four sub-problems' tiles at the same place, reading the same dy pixels in other rounds. On an
+    # L1 of 824 ways a CTA lifetime of the SM's lines fits, and the later CTAs' first touches hit: simulated
+    # A hits 83 %; counted as first touches (no slot repeats another sub-problem's window) 32 %
+    import analytic
+    import simcore
+    from simcore import metrics as Mx
+    layer = ConvLayer(n=4, c=3, h=298, w=222, k=24, r=5, s=5, stride=4, pad=2, name="s")
+    kernel = KernelConfig(tile_m=256, tile_n=64, tile_k=8, threads=128, op="dgrad")
+    gpu = simcore.scale_gpu(simcore.gpu("h100"), {"l1_smem_bytes": 2})
+    sim = simulate_layer(layer, gpu, kernel)
+    pred = analytic.predict_layer(layer, gpu, kernel)
+    key, total = Mx.L1_LD_HITS + ":A", sim[Mx.L1_LD_SECTORS + ":A"]
+    assert sim[key] > 0.75 * total
+    assert pred[key] == pytest.approx(sim[key], abs=0.05 * total)
