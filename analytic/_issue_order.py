@@ -242,7 +242,7 @@ def _valid_table(g, out):
         if x < full and (n == 0 or x != picks[n - 1]):
             picks[n] = x
             n += 1
-    if n < 2:
+    if n < 1:
         return
     valid = np.zeros((n, RS), np.float64)
     for i in range(n):
@@ -289,10 +289,10 @@ def _valid_table(g, out):
             i = order[j]
             acc += valid[i, nxt] / total
             while v < nv and acc >= (v + 0.5) / nv:
-                out[t, v] = valid[i, t] / mean
+                out[t, v] = valid[i, t] / tm
                 v += 1
         while v < nv:
-            out[t, v] = valid[order[n - 1], t] / mean
+            out[t, v] = valid[order[n - 1], t] / tm
             v += 1
 
 
@@ -303,10 +303,13 @@ def tile_valid_rows(win, tm) -> np.ndarray:
 
 @memo()
 def _valid_rows_table(win, tm) -> np.ndarray:
-    """rel[t, v]: a tile's rows whose filter position t lies in the image (they issue requests; the
-    padding's do not), relative to the mean over tiles, at the `NV` quantiles over up to
-    `_VALID_SAMPLES` full tiles evenly spaced along M, each weighing by its rows that re-read at t + 1."""
-    out = np.ones((win.r * win.s, NV), np.float64)
+    """valid[t, v]: the share of a tile's rows whose filter position t lies in the image (they issue
+    requests; the padding's do not), at the `NV` quantiles over up to `_VALID_SAMPLES` full tiles evenly
+    spaced along M, each weighing by its rows that re-read at t + 1 (-1 where no full tile re-reads). The model
+    divides it by the layer's exact share (`model._predict_gemm`): relative to the sampled tiles' mean, the
+    sample's own bias (more edge tiles than the layer has) put full tiles above their T rows (vgg16
+    conv1_2: 1.04 T)."""
+    out = np.full((win.r * win.s, NV), -1.0)
     _valid_table(np.array([tm, win.n * win.p * win.q, win.p, win.q, win.h, win.w, win.r, win.s, win.sh, win.sw,
                            win.ph, win.pw, win.dh, win.dw, int(win.reverse), _VALID_SAMPLES], np.int64), out)
     out.setflags(write=False)

@@ -420,8 +420,10 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     if counted and nhwc and R * S > 1:
         # a reuse one filter position back: the reads' places in their k-steps, the tile's own valid rows
         # and, for dgrad, the filter lines in the reused line's set (`_issue_order`)
-        corr, rel, b_ratio = one_back_tables(win, tm, tk, kernel.threads, kernel.vector, eb, LINE, sets, geo.op, K,
-                                      geo.row_b, geo.pos_b, tn, kernel.math == "tensorop")
+        corr, valid, b_ratio = one_back_tables(win, tm, tk, kernel.threads, kernel.vector, eb, LINE, sets, geo.op,
+                                               K, geo.row_b, geo.pos_b, tn, kernel.math == "tensorop")
+        # a tile's valid rows over the layer's mean share at each position
+        rel = np.where(valid < 0.0, 1.0, valid / np.maximum(rows_t / M, 1e-12)[:, None])
     miss_frac_a, hit_b, miss2_frac_a = l1_configs(
         hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,
         float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),

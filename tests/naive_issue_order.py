@@ -73,9 +73,9 @@ def quantiles(values, nq):
 
 
 def tile_valid_rows(win, tm, samples, nv):
-    """rel[t][v], row by row: the full tiles among ``samples`` evenly spaced along M (Python's round), each
-    tile's rows whose position t is inside the image over the tiles' mean, at the quantiles over the tiles
-    weighted by their valid rows at t + 1 (None where no tile has any)."""
+    """valid[t][v], row by row: the full tiles among ``samples`` evenly spaced along M (Python's round), each
+    tile's share of rows whose position t is inside the image, at the quantiles over the tiles weighted by
+    their valid rows at t + 1 (None where no tile has any)."""
     M = win.n * win.p * win.q
     tiles = -(-M // tm)
     k = min(tiles, samples)
@@ -103,7 +103,7 @@ def tile_valid_rows(win, tm, samples, nv):
         nxt = min(t + 1, RS - 1)
         mean = sum(v[t] for v in valid) / len(valid) if valid else 0
         total = sum(v[nxt] for v in valid)
-        if len(picks) < 2 or mean <= 0 or total <= 0:
+        if not picks or mean <= 0 or total <= 0:
             out.append(None)
             continue
         ranked = sorted(range(len(valid)), key=lambda i: valid[i][t])
@@ -111,10 +111,10 @@ def tile_valid_rows(win, tm, samples, nv):
         for i in ranked:
             acc += valid[i][nxt] / total
             while v < nv and acc >= (v + 0.5) / nv:
-                got.append(valid[i][t] / mean)
+                got.append(valid[i][t] / tm)
                 v += 1
         while v < nv:
-            got.append(valid[ranked[-1]][t] / mean)
+            got.append(valid[ranked[-1]][t] / tm)
             v += 1
         out.append(got)
     return out

@@ -104,7 +104,7 @@ def test_tile_valid_rows_count_each_row(n, h, w, r, s, sh, sw, dh, dw, ph, pw, t
     got = tile_valid_rows(win, tm)
     want = naive.tile_valid_rows(win, tm, _VALID_SAMPLES, NV)
     for t, row in enumerate(want):
-        assert got[t].tolist() == pytest.approx(row if row is not None else [1.0] * NV)
+        assert got[t].tolist() == pytest.approx(row if row is not None else [-1.0] * NV)
 
 
 @settings(max_examples=25, deadline=None)
