@@ -24,6 +24,8 @@ import math
 import numpy as np
 from simcore._jit import njit
 
+from ._memo import memo
+
 _PHI = (math.sqrt(5.0) - 1.0) / 2.0      # low-discrepancy (golden ratio) sample positions
 
 
@@ -557,3 +559,14 @@ def l2_classes(per, tiles_m, cap_lines, b_lines_round, dens_lines, tile_m, halo_
         out[c, 2] = cls[c, 2] * b_lines_round / cap_lines
         out[c, 3] = cls[c, 3]
     return out
+
+
+@memo(4096)
+def grid_schedule(tiles_m, tiles_n, swz, sms, cps) -> tuple:
+    """(`sm_config_summary`, `wave_stats`) of a grid on ``sms`` SMs of ``cps`` CTAs each: a layer's shape on
+    the GPUs of one SM count (and its batches of one grid) shares them; memoized, read-only."""
+    cfg = sm_config_summary(tiles_m, tiles_n, swz, sms, cps, SM_SAMPLES)
+    waves = wave_stats(tiles_m, tiles_n, swz, cps * sms, WAVE_SAMPLES)
+    for a in (cfg,) + tuple(waves):
+        a.setflags(write=False)
+    return cfg, waves

@@ -13,7 +13,7 @@ import numpy as np
 from traces.stream import check_types
 from traces.kernel import KernelConfig
 
-from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, dirty_at_end, layer_time, machine_of as _machine
+from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine
 from ._common import nsets as _nsets
 from ._counts import l1_counts
 from ._geometry import dgrad_b_classes, dgrad_subproblems, geometry, geometry_check, strided_starts
@@ -26,6 +26,7 @@ from ._timeline import lead_share
 from ._issue_order import one_back_tables
 from ._tiers import tiered
 from ._window import a_window
+from ._stores import grid_schedule, stores_in_l2, write_side
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
@@ -247,48 +248,6 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
                          cliff_params(gpu, f), uniq_dy)
 
 
-@memo(4096)
-def _grid_schedule(tiles_m, tiles_n, swz, sms, cps) -> tuple:
-    """(`sm_config_summary`, `wave_stats`) of a grid on ``sms`` SMs of ``cps`` CTAs each: a layer's shape on
-    the GPUs of one SM count (and its batches of one grid) shares them; memoized, read-only."""
-    cfg = sm_config_summary(tiles_m, tiles_n, swz, sms, cps, SM_SAMPLES)
-    waves = wave_stats(tiles_m, tiles_n, swz, cps * sms, WAVE_SAMPLES)
-    for a in (cfg,) + tuple(waves):
-        a.setflags(write=False)
-    return cfg, waves
-
-
-def _stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum) -> tuple:
-    """(dirty output sectors left in L2 at the end, DRAM write sectors): the LRU stack walked back by
-    waves (`dirty_at_end`), a wave's reads occupying L2 once per distinct tile (its A tiles with their
-    halos, ``delta`` rows, and its B slices); ``wsum``: `wave_stats`' sums."""
-    n_waves = wsum[3]
-    na_wave, nb_wave, ctas_wave, runs_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves, \
-        wsum[4] / n_waves
-    r_full = uniq_a / M * (na_wave * tm + runs_wave * delta) + nb_wave * uniq_b / tiles_n
-    return dirty_at_end(gpu, f, uniq_c, uniq_c / ctas, r_full, ctas, per_wave, ctas_wave)
-
-
-def write_side(geo, gpu, kernel, f, machine) -> tuple:
-    """(store sectors, distinct output sectors, dirty sectors left in L2, DRAM write sectors) of the dense
-    GEMM ``geo``, as `_predict_gemm` counts them but without its loads: a wave's reads taken at their
-    compulsory sectors (the grouped engine's dense part, `_grouped_model.predict_grouped`, which counts its
-    own loads)."""
-    win = geo.win
-    M, K = win.n * win.p * win.q, geo.gemm_n
-    tm, tn, eb, SEC = kernel.tile_m, kernel.tile_n, kernel.elem_bytes, gpu.sector_bytes
-    tiles_m, tiles_n = _cdiv(M, tm), _cdiv(K, tn)
-    per_wave = machine[0] * gpu.sms
-    wsum = _grid_schedule(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, machine[0])[1][3]
-    uniq_a = float(a_window(win, tm, kernel.tile_k, eb, kernel.layout == "nhwc", SEC, gpu.line_bytes,
-                            f.l1_tile_edge)[8])
-    uniq_c = float(_cdiv(M * K * eb, SEC))
-    delta = (win.r - 1) * win.dh / win.sh * win.q + (win.s - 1) * win.dw / win.sw
-    dirty, dram_w = _stores_in_l2(gpu, f, uniq_a, geo.uniq_b, uniq_c, M, tm, delta, tiles_n,
-                                  tiles_m * tiles_n, per_wave, wsum)
-    return float(geo.counts["sec_C"]), uniq_c, dirty, dram_w
-
-
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True):
     """Every metric of the dense GEMM ``geo``. ``counted``: judge the reuses one filter position back on
     their counted windows (`_issue_order`); strided dgrad's sub-problems do not, since their co-resident
@@ -320,7 +279,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # ---- schedule: co-residency per SM (L1), tiles per wave and their re-reads (L2) --------------
     swz = kernel.swizzle_log
     if sched is None or (tiles_m, tiles_n) not in sched:
-        stats = _grid_schedule(tiles_m, tiles_n, swz, sms, cps)
+        stats = grid_schedule(tiles_m, tiles_n, swz, sms, cps)
         if sched is not None:
             sched[(tiles_m, tiles_n)] = stats
     else:
@@ -474,7 +433,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                                              l2_tab)
     dram_a = min(miss_a, uniq_a + reread_a + inner + halo)
     dram_b = min(miss_b, uniq_b + reread_b)
-    dirty, dram_w = _stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)
+    dirty, dram_w = stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)
     out = relabel_loads(assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b,
                                  dram_w, dirty, uniq_c), kinds)
     if timing:
