@@ -537,6 +537,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         pna = cfg[ci, 11]
         pnb = cfg[ci, 12]
         ashare = cfg[ci, 13] > 0.5
+        back_a = cfg[ci, 14]
         wsum += wgt
         ma = 0.0
         ma2 = 0.0
@@ -635,6 +636,14 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 b_one = min(ksteps * b_lines_avg, b_slice_avg)
                 first = rows_distinct / rows_total
                 ma -= min(ma, first) * _ramp((na * a_one + nb * b_one) / (ns_life * ways), lo, hi)
+            if back_a > 1.5:
+                # the SM ran a CTA of this tile_m back_a waves ago (not in the last): found where that many
+                # lifetimes of the SM's lines fit the L1 (seed 5 #29, 1x1 tensor-op, swizzle 3, one CTA an SM
+                # on an h200: a tile back three waves later, 24 KB of A a lifetime in 94 KB: A hits 33 %)
+                a_one = rows_distinct * (tm_valid / M) * lpm_a * back_a
+                b_one = min(ksteps * b_lines_avg, b_slice_avg) * back_a
+                ma *= 1.0 - _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span, ns_life * ways,
+                                      lo, hi)
             if prev_a:
                 a_one = rows_distinct * (tm_valid / M) * lpm_a
                 b_one = min(ksteps * b_lines_avg, b_slice_avg)

@@ -55,8 +55,10 @@ def tile_of(v, tiles_m, tiles_n, swz):
 
 # columns of sm_configs' rows
 (CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
- CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE) = range(14)
-_CFG_COLS = 14
+ CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A) = range(15)
+_CFG_COLS = 15
+# waves back that a CTA's tile_m is looked for on its SM (CFG_BACK_A)
+BACK_WAVES = 4
 
 
 @njit(cache=True, inline="always")
@@ -163,6 +165,20 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         cfg[s, CFG_PREV_NA] = pna
         cfg[s, CFG_PREV_NB] = pnb
         cfg[s, CFG_ASHARE] = ashare
+        # the nearest earlier wave (2 .. BACK_WAVES back) whose CTA on this SM had this tile_m, where the
+        # previous wave's had not
+        back = 0.0
+        if pa == 0.0:
+            for g in range(2, BACK_WAVES + 1):
+                if w - g < 0 or back > 0.0:
+                    break
+                gbase = (w - g) * per_wave + sm
+                for s2 in range(cps):
+                    gtm, _gtn = tile_of(gbase + s2 * sms, tiles_m, tiles_n, swz)
+                    if gtm == tm_[s]:
+                        back = float(g)
+                        break
+        cfg[s, CFG_BACK_A] = back
     return k
 
 
@@ -222,7 +238,7 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None)
 def _config_key(cfg, s, base):
     """One integer naming slot s's columns 1.. of ``cfg``: its counts (below ``base``) and flags."""
     key = 0
-    for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB):
+    for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_BACK_A):
         key = key * base + int(cfg[s, c])
     for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_ASHARE):
         key = key * 2 + int(cfg[s, c])
@@ -244,7 +260,7 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     out = np.zeros((16, _CFG_COLS), np.float64)
     keys = np.empty(16, np.int64)
     m = 0
-    base = cps + 1
+    base = max(cps, BACK_WAVES) + 1
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
                       tm_, tn_, cfg, m_div, bcls)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from analytic._schedule import BACK_WAVES
+
 __all__ = ["naive_valid_blocks", "naive_sm_configs", "naive_wave_stats", "merge_configs"]
 
 
@@ -46,9 +48,10 @@ def _dispatch(tiles_m, tiles_n, swz, sms, cps):
 
 def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
     """Sorted list of per-CTA tuples (k, na, nb, arep, brep, prev, prev_a, prev_b, gap_a, gap_b, prev_na,
-    prev_nb, ashare): gap_x is the slot distance to the nearest earlier slot of the SM with the same tile (0
+    prev_nb, ashare, back_a): gap_x is the slot distance to the nearest earlier slot of the SM with the same tile (0
     if none), prev_nx the distinct tiles of the SM's CTAs in the previous wave (0 if none); ashare (another
-    tile of an earlier slot's A window: strided dgrad's sub-problems only) is 0."""
+    tile of an earlier slot's A window: strided dgrad's sub-problems only) is 0; back_a the nearest wave 2 ..
+    BACK_WAVES back whose CTAs on the SM had this tile_m, where the previous wave's had not (0 if none)."""
     waves = _dispatch(tiles_m, tiles_n, swz, sms, cps)
     rows = []
     for w, slots in enumerate(waves):
@@ -62,12 +65,18 @@ def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
             prev = waves[w - 1][sm] if w > 0 else []
             pna, pnb = len({t[0] for t in prev}), len({t[1] for t in prev})
             for s, (tm, tn) in enumerate(tiles):
+                back = 0.0
+                if not any(t[0] == tm for t in prev):
+                    for g in range(2, BACK_WAVES + 1):
+                        if w - g >= 0 and any(t[0] == tm for t in waves[w - g][sm]):
+                            back = float(g)
+                            break
                 same_m = [s - j for j in range(s) if tiles[j][0] == tm]
                 same_n = [s - j for j in range(s) if tiles[j][1] == tn]
                 rows.append((k, na, nb, float(bool(same_m)), float(bool(same_n)), float(w > 0),
                              float(any(t[0] == tm for t in prev)), float(any(t[1] == tn for t in prev)),
                              float(min(same_m, default=0)), float(min(same_n, default=0)), float(pna),
-                             float(pnb), 0.0))
+                             float(pnb), 0.0, back))
     return sorted(rows)
 
 

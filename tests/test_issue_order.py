@@ -184,3 +184,4 @@ def test_tensor_op_one_position_back_against_simulation():
     sectors = [k for k in key if k.endswith("cache_access.sum") and "sectors" in k][0] + ":A"
     assert sim[hits] < 0.2 * sim[sectors]
     assert pred[hits] == pytest.approx(sim[hits], abs=0.05 * sim[sectors])
+

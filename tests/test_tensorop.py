@@ -239,3 +239,25 @@ def test_model_tensorop_time_at_tensor_peak():
     assert pred["time_compute_s"] >= layer.flops / 312e12
     with pytest.raises(ValueError, match="bf16 tensor cores not available on v100"):
         predict_layer(layer, gpu("v100"), tensorop(dtype="bf16"))
+
+
+def test_a_tile_back_on_its_sm_waves_later_against_simulation():
+    # seed 5 #29: a 1 x 1 tensor-op layer, swizzle 3, one CTA an SM on an h200: an SM meets a CTA's A tile
+    # again three waves later, and three lifetimes of 24 KB of A (B bypasses the L1) fit its 94 KB, so a
+    # third of A's sectors hit; looked for in the previous wave only, none did
+    import analytic
+    import simcore
+    import traces
+    from simcore import metrics as Mx
+    from traces import ConvLayer, KernelConfig
+    layer = ConvLayer(n=41, c=48, h=16, w=19, k=1536, r=1, s=1, name="b")
+    kernel = KernelConfig(tile_m=256, tile_n=64, tile_k=64, threads=256, dtype="fp16", vector=8, stages=4,
+                          swizzle_log=3, math="tensorop")
+    gpu = simcore.scale_gpu(simcore.gpu("h200"), {"l2_bytes": 2, "l2_slices": 2})
+    keys = Mx.KIND_KEYS[Mx.KIND_CP_ASYNC_CA]
+    hits = [k for k in keys if "hit" in k][0] + ":A"
+    sectors = [k for k in keys if k.endswith("cache_access.sum") and "sectors" in k][0] + ":A"
+    sim = traces.simulate_layer(layer, gpu, kernel)
+    pred = analytic.predict_layer(layer, gpu, kernel)
+    assert sim[hits] > 0.25 * sim[sectors]
+    assert pred[hits] == pytest.approx(sim[hits], abs=0.05 * sim[sectors])
