@@ -292,7 +292,13 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
     per line: an A access fills one sector of a line); miss probability `_l2.l2_miss_window` (the cliff
     of the window's own line pattern, ``l2_tab``, where its rows skip lines). One term per class of waves
     (``l2cls`` rows, `_schedule.l2_classes`: l2a = column 0 x ``a_scale``, the A lines at most column 1, l2b
-    = column 2), summed with the weights in column 3."""
+    = column 2), summed with the weights in column 3.
+
+    The reuse one position back (d = 1, nhwc, where ``corr`` has rows: `_issue_order`) is judged on its
+    counted window with the LRU step instead, at every combination of the quantiles of ``corr`` (the
+    CTA's own rows, shifted by the reads' places in their k-steps; ``own``: its lines per row of
+    ``lines_a_t``), ``rel`` (the tile's valid rows over the layer's) and ``b_ratio`` (the filter lines in
+    the reused line's set, for ``nb`` co-resident columns); ``na``: the co-resident A windows."""
     RS = hist.shape[0]
     total = 0.0
     total2 = 0.0
@@ -476,10 +482,13 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
-               b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio):
+               b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
+               b_ratio):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
-    slot holds this CTA's tile_m / tile_n, PREV: the SM ran CTAs in the previous wave, PREV_A / PREV_B:
+    slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
+    BACK_A: a CTA of this tile_m ran on the SM 2 .. 4 waves back, PREV: the SM ran CTAs in the previous wave,
+    PREV_A / PREV_B:
     one of them had this CTA's tile_m / tile_n) and tile classes: ``mcls`` (rows, weight) along GEMM-M,
     ``ncls`` (B lines per round, weight, B slice lines) along GEMM-N; ``b_lines_avg`` / ``b_slice_avg``
     are their averages.
