@@ -56,6 +56,11 @@ class Window(NamedTuple):
     def m(self) -> int:
         return self.n * self.p * self.q
 
+    @property
+    def reach(self) -> float:
+        """The filter's reach in GEMM rows (a tile's halo): (R - 1) dh / sh rows of Q, (S - 1) dw / sw columns."""
+        return (self.r - 1) * self.dh / self.sh * self.q + (self.s - 1) * self.dw / self.sw
+
 
 class Geometry(NamedTuple):
     op: str

@@ -28,6 +28,7 @@ import numpy as np
 
 from simcore._jit import njit
 
+from ._common import tile_samples
 from ._memo import memo
 
 __all__ = ["one_back_tables", "issue_corrections", "row_positions", "tile_valid_rows", "b_lines_in_a_set", "NQ", "NV",
@@ -225,23 +226,13 @@ def _issue_table(R, S, reverse, sh, sw, dh, dw, Q, pitch, tm, tk, threads, vecto
 
 
 @njit(cache=True)
-def _valid_table(g, out):
-    """`tile_valid_rows` compiled: ``g`` = (T_m, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse,
-    samples); the full tiles among ``samples`` evenly spaced along M (`_common.tile_samples`' picks),
-    each tile's rows whose position t is in the image counted per output row it spans (its valid
-    columns), then per position the quantiles over the tiles, each weighing by its rows at t + 1."""
-    tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse, most = g
+def _valid_table(g, picks, out):
+    """`tile_valid_rows` compiled: ``g`` = (T_m, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse);
+    each full tile of ``picks``: its rows whose position t is in the image counted per output row it spans
+    (its valid columns), then per position the quantiles over the tiles, each weighing by its rows at t + 1."""
+    tm, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, reverse = g
     RS = R * S
-    tiles = (M + tm - 1) // tm
-    full = M // tm                                    # full tiles: 0 .. full - 1
-    k = min(tiles, most)
-    picks = np.empty(k, np.int64)
-    n = 0
-    for i in range(k):
-        x = int(round(i * (tiles - 1) / (k - 1))) if k > 1 else 0
-        if x < full and (n == 0 or x != picks[n - 1]):
-            picks[n] = x
-            n += 1
+    n = picks.shape[0]
     if n < 1:
         return
     valid = np.zeros((n, RS), np.float64)
@@ -310,8 +301,10 @@ def _valid_rows_table(win, tm) -> np.ndarray:
     sample's own bias (more edge tiles than the layer has) put full tiles above their T rows (vgg16
     conv1_2: 1.04 T)."""
     out = np.full((win.r * win.s, NV), -1.0)
-    _valid_table(np.array([tm, win.n * win.p * win.q, win.p, win.q, win.h, win.w, win.r, win.s, win.sh, win.sw,
-                           win.ph, win.pw, win.dh, win.dw, int(win.reverse), _VALID_SAMPLES], np.int64), out)
+    M = win.n * win.p * win.q
+    picks = tile_samples(M, tm, _VALID_SAMPLES)[0]
+    _valid_table(np.array([tm, win.p, win.q, win.h, win.w, win.r, win.s, win.sh, win.sw, win.ph, win.pw,
+                           win.dh, win.dw, int(win.reverse)], np.int64), picks[(picks + 1) * tm <= M], out)
     out.setflags(write=False)
     return out
 

@@ -636,28 +636,23 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 a_win = na * rows_distinct * (tm_valid / M) * lpw_a
                 b_win = nb * b_lines_avg * min(blk_rounds, blk_rounds * bfrac + 1.0)
                 ma *= 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
+            # one CTA lifetime's lines on the SM (its A window, its filter slice)
+            a_one = rows_distinct * (tm_valid / M) * lpm_a
+            b_one = min(ksteps * b_lines_avg, b_slice_avg)
             if ashare and rows_total > 0:
                 # an earlier slot of another sub-problem (strided dgrad) has this tile's place: its reads of
                 # the same dy pixels come in other rounds, at most a CTA lifetime of the SM's lines before,
                 # so this CTA's first touches of them hit where that lifetime fits the L1 (seed 9 #65: 5x5
                 # stride 4, four sub-problems' CTAs an SM on 824 ways: A hits 83 % simulated, 32 % without)
-                a_one = rows_distinct * (tm_valid / M) * lpm_a
-                b_one = min(ksteps * b_lines_avg, b_slice_avg)
                 first = rows_distinct / rows_total
                 ma -= min(ma, first) * _ramp((na * a_one + nb * b_one) / (ns_life * ways), lo, hi)
-            if back_a > 1.5:
-                # the SM ran a CTA of this tile_m back_a waves ago (not in the last): found where that many
-                # lifetimes of the SM's lines fit the L1 (seed 5 #29, 1x1 tensor-op, swizzle 3, one CTA an SM
-                # on an h200: a tile back three waves later, 24 KB of A a lifetime in 94 KB: A hits 33 %)
-                a_one = rows_distinct * (tm_valid / M) * lpm_a * back_a
-                b_one = min(ksteps * b_lines_avg, b_slice_avg) * back_a
-                ma *= 1.0 - _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span, ns_life * ways,
-                                      lo, hi)
-            if prev_a:
-                a_one = rows_distinct * (tm_valid / M) * lpm_a
-                b_one = min(ksteps * b_lines_avg, b_slice_avg)
-                ma *= 1.0 - _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span, ns_life * ways,
-                                      lo, hi)
+            # the SM ran a CTA of this tile_m one wave ago (PREV_A), or 2 .. 4 (BACK_A): found where that
+            # many lifetimes of the SM's lines fit the L1 (seed 5 #29, 1x1 tensor-op, swizzle 3, one CTA an SM
+            # on an h200: a tile back three waves later, 24 KB of A a lifetime in 94 KB: A hits 33 %)
+            back = 1.0 if prev_a else back_a
+            if back > 0.5:
+                ma *= 1.0 - _life_hit(na * a_one * back, nb * b_one * back, pna * a_one * back, pnb * b_one * back,
+                                      span, ns_life * ways, lo, hi)
             if ma_raw > 0:
                 ma2 *= ma / ma_raw
         miss_frac_a += wgt * ma

@@ -35,7 +35,6 @@ def write_side(geo, gpu, kernel, f, machine) -> tuple:
     uniq_a = float(a_window(win, tm, kernel.tile_k, eb, kernel.layout == "nhwc", SEC, gpu.line_bytes,
                             f.l1_tile_edge)[8])
     uniq_c = float(_cdiv(M * K * eb, SEC))
-    delta = (win.r - 1) * win.dh / win.sh * win.q + (win.s - 1) * win.dw / win.sw
-    dirty, dram_w = stores_in_l2(gpu, f, uniq_a, geo.uniq_b, uniq_c, M, tm, delta, tiles_n,
+    dirty, dram_w = stores_in_l2(gpu, f, uniq_a, geo.uniq_b, uniq_c, M, tm, win.reach, tiles_n,
                                   tiles_m * tiles_n, per_wave, wsum)
     return float(geo.counts["sec_C"]), uniq_c, dirty, dram_w

@@ -21,12 +21,13 @@ from ._l2 import cliff_params, l2_miss_prob, pattern_cliff, refetch_misses, swep
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
-from ._schedule import CFG_AREP, CFG_PREV_A, SM_SAMPLES, WAVE_SAMPLES, filters_in_step, l2_classes, sm_config_summary, wave_stats
+from ._schedule import (CFG_AREP, CFG_PREV_A, SM_SAMPLES, filters_in_step, grid_schedule, l2_classes,
+                        sm_config_summary)
 from ._timeline import lead_share
 from ._issue_order import one_back_tables
 from ._tiers import tiered
 from ._window import a_window
-from ._stores import grid_schedule, stores_in_l2, write_side
+from ._stores import stores_in_l2, write_side
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
@@ -127,7 +128,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     for geo, _mult in groups:
         key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
         if key not in sched:
-            sched[key] = (cfg, wave_stats(key[0], key[1], swz, cps * gpu.sms, WAVE_SAMPLES))
+            sched[key] = (cfg, grid_schedule(key[0], key[1], swz, gpu.sms, cps)[1])
     total = None
     uniq_sum = 0.0
     for geo, mult in groups:
@@ -334,7 +335,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # L2 distance of within-CTA reuses that miss L1, per line of L2 capacity: the wave's distinct A
     # tiles (lines_a_t counts one CTA's A lines times na) and its B lines per round
     cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
-    delta = (R - 1) * dh / sh * Q + (S - 1) * dw / sw    # the filter's reach in GEMM rows (a tile's halo)
+    delta = win.reach                                    # the filter's reach in GEMM rows (a tile's halo)
     if nhwc:
         # per class of waves alike in their tiles (`_schedule.l2_classes`): the L2 cliff is convex, and a
         # grid whose waves differ (a partial last wave; swizzled column pairs, then a lone column) misses

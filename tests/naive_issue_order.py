@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from analytic._common import tile_samples
+
 
 def issue_order(tm, tk, threads, vector):
     """pos[m] of DESIGN section 3's stripmined map, thread by thread: the first (warp, iteration) that
@@ -73,17 +75,12 @@ def quantiles(values, nq):
 
 
 def tile_valid_rows(win, tm, samples, nv):
-    """valid[t][v], row by row: the full tiles among ``samples`` evenly spaced along M (Python's round), each
+    """valid[t][v], row by row: the full tiles among ``samples`` evenly spaced along M (as
+    `analytic._common.tile_samples` picks them), each
     tile's share of rows whose position t is inside the image, at the quantiles over the tiles weighted by
     their valid rows at t + 1 (None where no tile has any)."""
     M = win.n * win.p * win.q
-    tiles = -(-M // tm)
-    k = min(tiles, samples)
-    picks = []
-    for i in range(k):
-        x = round(i * (tiles - 1) / (k - 1)) if k > 1 else 0
-        if (x + 1) * tm <= M and (not picks or x != picks[-1]):
-            picks.append(x)
+    picks = [int(x) for x in tile_samples(M, tm, samples)[0] if (x + 1) * tm <= M]
     RS = win.r * win.s
     valid = []
     for tile in picks:

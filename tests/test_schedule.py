@@ -4,9 +4,9 @@ from collections import Counter
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analytic._schedule import (CFG_PREV, GAP_MAX, l2_classes, sm_config_summary, sm_configs, tile_of, wave_classes,
-                               wave_stats)
-from tests.naive_schedule import merge_configs, naive_sm_configs, naive_valid_blocks, naive_wave_stats
+from analytic._schedule import (CFG_ASHARE, CFG_BREP, CFG_K, CFG_NA, CFG_NB, CFG_PREV, GAP_MAX, l2_classes,
+                               sm_config_summary, sm_configs, tile_of, wave_classes, wave_stats)
+from tests.naive_schedule import _dispatch, merge_configs, naive_sm_configs, naive_valid_blocks, naive_wave_stats
 
 grids = st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(0, 3), st.integers(1, 12),
                   st.integers(1, 4))
@@ -127,3 +127,27 @@ def test_l2_classes_scale_each_class_to_the_l2():
     got = l2_classes(per, 3, 1000.0, 5.0, 2.0, 128.0, 10.0)
     for row, (na, nb, share) in zip(got, [(1, 1, 1 / 3), (2, 2, 2 / 3), (3, 3, 1.0)]):
         np.testing.assert_allclose(row, [na / 1000, 2 * (na * 128 + 10) / 1000, nb * 5 / 1000, share])
+
+
+@given(st.integers(2, 40), st.integers(1, 5), st.integers(1, 4), st.integers(0, 2), st.integers(1, 12),
+       st.integers(1, 4), st.data())
+@settings(max_examples=150)
+def test_strided_dgrad_configurations_follow_the_naive_dispatch(tpf, subs, tn, swz, sms, cps, data):
+    # strided dgrad (`m_div`, `bcls`): tile_m tpf apart belong to the next sub-problem; a CTA's A window is its
+    # tile's place in its sub-problem (a_key), its B reads its column and its sub-problem's class (b_key).
+    # Per CTA of the naive dispatch: the SM's distinct A windows and B keys, an earlier slot of the same B key
+    # (BREP), and ASHARE: an earlier slot with the same A window but another tile_m
+    bcls = np.array(data.draw(st.lists(st.integers(0, 2), min_size=subs, max_size=subs)), np.int64)
+    tm = tpf * subs
+    rows = sm_configs(tm, tn, swz, sms, cps, 10 ** 6, tpf, bcls)
+    got = Counter(tuple(float(r[c]) for c in (CFG_K, CFG_NA, CFG_NB, CFG_BREP, CFG_ASHARE)) for r in rows)
+    want = Counter()
+    for slots_by_sm in _dispatch(tm, tn, swz, sms, cps):
+        for tiles in slots_by_sm.values():
+            akeys = [t[0] % tpf for t in tiles]
+            bkeys = [t[1] * len(bcls) + int(bcls[t[0] // tpf]) for t in tiles]
+            for s in range(len(tiles)):
+                ashare = any(akeys[j] == akeys[s] and tiles[j][0] != tiles[s][0] for j in range(s))
+                want[(float(len(tiles)), float(len(set(akeys))), float(len(set(bkeys))),
+                      float(bkeys[s] in bkeys[:s]), float(ashare))] += 1
+    assert got == want
