@@ -33,7 +33,8 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "refetch_misses", "footprint", "swept_rereads",
+__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "refetch_misses", "banded_refetch_misses", "footprint",
+           "swept_rereads",
            "cliff_params", "hash_dispersion"]
 
 
@@ -169,6 +170,32 @@ def refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff):
             continue
         total += hist[g] * volume * l2_miss_prob(footprint(g, f1, fnew) / cap_lines, ways, cliff)
     return total
+
+
+# places of a re-read in the grid's last band of columns at which its footprint is judged
+BAND_SAMPLES = 8
+
+
+@njit(cache=True)
+def banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff):
+    """`refetch_misses` where the grid's last band of tile_n columns stores ``df`` lines a wave more
+    than a full band (``f1``, ``fnew``: a full band's waves; a partial last column stores fewer). A
+    share ``share_last`` of the re-reads belongs to the last band. ``crossing``: a re-read there
+    crosses into it (a tile_m read in the band before, read again in the last one), so it meets the
+    band before's CTAs after the tile and the last band's before it: at place u of the band the
+    footprint is footprint(g, f1 + u df, fnew + u df), judged at BAND_SAMPLES places (the cliff is
+    not linear). Else (B slices re-read by later waves of one band) it meets the last band's waves."""
+    if df == 0.0 or share_last == 0.0:
+        return refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff)
+    total = (1.0 - share_last) * refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff)
+    if not crossing:
+        return total + share_last * refetch_misses(hist, volume, f1 + df, max(0.0, fnew + df), cap_lines, ways,
+                                                   cliff)
+    acc = 0.0
+    for i in range(BAND_SAMPLES):
+        u = (i + 0.5) / BAND_SAMPLES
+        acc += refetch_misses(hist, volume, f1 + u * df, max(0.0, fnew + u * df), cap_lines, ways, cliff)
+    return total + share_last * acc / BAND_SAMPLES
 
 
 @njit(cache=True)

@@ -17,7 +17,7 @@ from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_o
 from ._common import nsets as _nsets
 from ._counts import l1_counts
 from ._geometry import dgrad_b_classes, dgrad_subproblems, geometry, geometry_check, strided_starts
-from ._l2 import cliff_params, l2_miss_prob, pattern_cliff, refetch_misses, swept_rereads
+from ._l2 import banded_refetch_misses, cliff_params, l2_miss_prob, pattern_cliff, swept_rereads
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
@@ -249,6 +249,41 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
                          cliff_params(gpu, f), uniq_dy)
 
 
+def _row_lines(width, pitch, offset, line):
+    """Mean lines that ``width`` bytes at ``offset`` of rows ``pitch`` bytes apart touch (over one
+    period of the rows' alignment to a line)."""
+    period = line // math.gcd(pitch, line)
+    return sum((((r * pitch + offset) % line) + width + line - 1) // line for r in range(period)) / period
+
+
+def _last_band(c_lines, ctas_wave, tiles_n, tm, tn, K, eb, swz, line, nhwc):
+    """The stores of the grid's bands of 2^swz tile_n columns (the grid walks one band's tile_m after
+    another, `_schedule.last_before`), where a partial last column (K not a multiple of T_n) stores
+    fewer lines a CTA than the mean ``c_lines``: (lines a full band's wave stores beyond the mean
+    wave, the last band's wave minus a full band's, the share of A's band-crossing re-reads that cross
+    into the last band, the share of B's re-reads within it). Zeros where every column is full or
+    the grid is one band."""
+    width = 1 << swz
+    full_rows = tiles_n >> swz
+    rem = tiles_n - full_rows * width
+    nbands = full_rows + (rem > 0)
+    w_last = K - (tiles_n - 1) * tn
+    if nbands < 2 or w_last == tn:
+        return 0.0, 0.0, 0.0, 0.0
+    ncols = rem if rem else width                 # columns of the last band
+    if nhwc:
+        # a CTA's rows of T_n outputs, K apart: the lines they touch (a line two columns share counts in each)
+        offsets = sorted({j * tn * eb % line for j in range(tiles_n - 1)})   # the full columns' alignments
+        c_full = sum(_row_lines(tn * eb, K * eb, o, line) for o in offsets) / len(offsets) * tm
+        c_one = _row_lines(w_last * eb, K * eb, (tiles_n - 1) * tn * eb, line) * tm
+    else:
+        # nchw: a CTA's planes, one an output column
+        c_full = c_lines * tiles_n / K * tn
+        c_one = c_lines * tiles_n / K * w_last
+    c_last = ((ncols - 1) * c_full + c_one) / ncols
+    return ctas_wave * (c_full - c_lines), ctas_wave * (c_last - c_full), 1.0 / (nbands - 1), ncols / tiles_n
+
+
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True):
     """Every metric of the dense GEMM ``geo``. ``counted``: judge the reuses one filter position back on
     their counted windows (`_issue_order`); strided dgrad's sub-problems do not, since their co-resident
@@ -418,9 +453,14 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # lines touched in one wave, and per further wave (tiles not shared with the wave before)
     f1 = dens_l * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice_lines + ctas_wave * c_lines
     fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
-    reread_a = (refetch_misses(hist_ra, dens * core, f1, fnew, cap_lines, l2_ways, cliff)
-                + refetch_misses(hist_rh, dens * bnd, f1, fnew, cap_lines, l2_ways, cliff))
-    reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, cliff)
+    # a partial last column stores fewer lines a CTA: a full band's waves and the last band's differ
+    full, df, share_a, share_b = _last_band(c_lines, ctas_wave, tiles_n, tm, tn, K, eb, swz, LINE, nhwc)
+    f1 += full
+    fnew = max(0.0, fnew + full)
+    reread_a = (banded_refetch_misses(hist_ra, dens * core, f1, fnew, df, share_a, True, cap_lines, l2_ways, cliff)
+                + banded_refetch_misses(hist_rh, dens * bnd, f1, fnew, df, share_a, True, cap_lines, l2_ways,
+                                        cliff))
+    reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, cliff)
     # within-CTA reuses (across filter positions) that miss L1 and L2: once per wave and tile_m (the
     # wave's other CTAs with that tile_m read the same sectors in the same round, right behind it)
     inner = miss2_frac_a * rows_total * spr

@@ -1,0 +1,75 @@
+"""The stores of the grid's bands of tile_n columns (`analytic.model._last_band`, `_row_lines`) and the
+re-reads judged on them (`analytic._l2.banded_refetch_misses`), against line-by-line enumeration."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from analytic._l2 import banded_refetch_misses, cliff_params, refetch_misses
+from analytic.factors import ReuseFactors
+from analytic.model import _last_band, _row_lines
+import simcore
+
+LINE = 128
+
+
+def _lines_touched(rows, first_byte, width, pitch):
+    """Distinct lines of each row's [row * pitch + first_byte, + width), summed over rows (a line
+    two rows share counts in each, as a CTA's stores touch it once a row)."""
+    total = 0
+    for r in range(rows):
+        a = r * pitch + first_byte
+        total += len({b // LINE for b in range(a, a + width)})
+    return total
+
+
+@settings(max_examples=60, deadline=None)
+@given(eb=st.sampled_from([2, 4]), width=st.integers(1, 96), extra=st.integers(0, 96), offset=st.integers(0, 200))
+def test_row_lines_is_the_mean_over_a_period(eb, width, extra, offset):
+    pitch = (width + extra) * eb
+    period = LINE // np.gcd(pitch, LINE)
+    want = _lines_touched(period * 3, offset, width * eb, pitch) / (period * 3)
+    assert abs(_row_lines(width * eb, pitch, offset, LINE) - want) < 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(tn=st.sampled_from([32, 64, 128, 256]), cols=st.integers(2, 6), cut=st.integers(1, 255),
+       eb=st.sampled_from([2, 4]), swz=st.integers(0, 2))
+def test_last_band_against_enumerated_columns(tn, cols, cut, eb, swz):
+    cut = cut % tn or tn
+    K = (cols - 1) * tn + cut                      # the last column is ``cut`` wide
+    tm = 128                                       # a multiple of every row alignment period
+    full, df, share_a, share_b = _last_band(0.0, 1.0, cols, tm, tn, K, eb, swz, LINE, True)
+    width = 1 << swz
+    full_rows, rem = cols >> swz, cols - ((cols >> swz) << swz)
+    nbands = full_rows + (rem > 0)
+    if nbands < 2 or cut == tn:
+        assert (full, df, share_a, share_b) == (0.0, 0.0, 0.0, 0.0)
+        return
+    per_col = [_lines_touched(tm, j * tn * eb, (tn if j < cols - 1 else cut) * eb, K * eb) for j in range(cols)]
+    c_full = np.mean(per_col[:-1])
+    ncols = rem if rem else width
+    c_last = np.mean(per_col[cols - ncols:])
+    assert abs(full - c_full) < 1e-9
+    assert abs(df - (c_last - c_full)) < 1e-9
+    assert df < 0                                  # a partial last column stores fewer lines
+    assert abs(share_a - 1.0 / (nbands - 1)) < 1e-12 and abs(share_b - ncols / cols) < 1e-12
+
+
+def test_banded_refetch_reduces_to_refetch_and_lies_between():
+    gpu = simcore.gpu("v100")
+    cliff = cliff_params(gpu, ReuseFactors())
+    cap = gpu.l2_bytes / LINE
+    hist = np.zeros(8)
+    hist[2], hist[3] = 5.0, 20.0
+    f1, fnew = 0.35 * cap, 0.33 * cap
+    base = refetch_misses(hist, 10.0, f1, fnew, cap, gpu.l2_ways, cliff)
+    assert banded_refetch_misses(hist, 10.0, f1, fnew, 0.0, 0.5, True, cap, gpu.l2_ways, cliff) == base
+    assert banded_refetch_misses(hist, 10.0, f1, fnew, -0.2 * cap, 0.0, True, cap, gpu.l2_ways, cliff) == base
+    df = -0.3 * cap
+    low = refetch_misses(hist, 10.0, f1 + df, fnew + df, cap, gpu.l2_ways, cliff)
+    assert low < base                              # the cliff sits inside this range
+    cross = banded_refetch_misses(hist, 10.0, f1, fnew, df, 1.0, True, cap, gpu.l2_ways, cliff)
+    within = banded_refetch_misses(hist, 10.0, f1, fnew, df, 1.0, False, cap, gpu.l2_ways, cliff)
+    assert low < cross < base
+    assert abs(within - low) < 1e-9
+    half = banded_refetch_misses(hist, 10.0, f1, fnew, df, 0.5, False, cap, gpu.l2_ways, cliff)
+    assert abs(half - 0.5 * (base + low)) < 1e-9
