@@ -49,14 +49,17 @@ def pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo, hi):
             pc1[k] = min(hi[i], j * C + C) - j * C
             k += 1
             j += 1
-    cap = npieces * npieces + 1
+    cap = npieces * (2 * npieces + 2) + 1
     dists = np.empty(cap, np.int64)
     wts = np.empty(cap, np.float64)
     nd = 0
     total = 0.0
     first = 0.0
     dn = np.empty(npieces, np.int64)
-    cov = np.empty(npieces, np.float64)
+    sp = np.empty(npieces, np.float64)          # a predecessor's pixels (spatial overlap)
+    q0 = np.empty(npieces, np.int64)            # and its channels in b's interval
+    q1 = np.empty(npieces, np.int64)
+    cuts = np.empty(2 * npieces + 2, np.int64)
     for b in range(npieces):
         jb = pj[b]
         rb = jb // S
@@ -87,27 +90,54 @@ def pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo, hi):
             d = dp * Q + dq
             if d >= 0:
                 continue
-            cw = min(pc1[b], pc1[a]) - max(pc0[b], pc0[a])
-            if cw <= 0:
+            c0 = max(pc0[b], pc0[a])
+            c1 = min(pc1[b], pc1[a])
+            if c1 <= c0:
                 continue
             alo, ahi = _range_1d(P, H, sh, ph, dh, ra)
             blo, bhi = _range_1d(Q, W, sw, pw, dw, sa)
             pr = max(0, min(phi, ahi - dp) - max(plo, alo - dp) + 1)
             qr = max(0, min(qhi, bhi - dq) - max(qlo, blo - dq) + 1)
             dn[m] = -d
-            cov[m] = float(N * pr * qr) * cw
+            sp[m] = float(N * pr * qr)
+            q0[m] = c0
+            q1[m] = c1
             m += 1
-        # nearest predecessor first: coverage grows with the distance (the largest overlap so far)
+        # per stretch of channels between the predecessors' channel bounds (predecessors of disjoint
+        # channels cover different elements), nearest predecessor first: the pixels covered grow with
+        # the distance (the largest overlap so far)
         order = np.argsort(dn[:m])
-        got = 0.0
-        for i in range(m):
-            c = min(cov[order[i]], acc)
-            if c > got:
-                dists[nd] = dn[order[i]]
-                wts[nd] = c - got
-                nd += 1
-                got = c
-        first += acc - got
+        nc = 0
+        cuts[nc] = pc0[b]
+        nc += 1
+        for i in range(m):                      # the stretches' bounds (none inside: one stretch)
+            if q0[i] > pc0[b]:
+                cuts[nc] = q0[i]
+                nc += 1
+            if q1[i] < pc1[b]:
+                cuts[nc] = q1[i]
+                nc += 1
+        cuts[nc] = pc1[b]
+        nc += 1
+        if nc > 2:
+            cuts[:nc].sort()
+        for e in range(nc - 1):
+            u = cuts[e]
+            v = cuts[e + 1]
+            if v <= u:
+                continue
+            got = 0.0
+            for i in range(m):
+                k = order[i]
+                if q0[k] > u or q1[k] < v:
+                    continue
+                c = min(sp[k], float(rows))
+                if c > got:
+                    dists[nd] = dn[k]
+                    wts[nd] = (c - got) * (v - u)
+                    nd += 1
+                    got = c
+            first += (rows - got) * (v - u)
     order = np.argsort(dists[:nd])
     out_d = np.empty(nd, np.int64)
     out_w = np.empty(nd, np.float64)
@@ -130,14 +160,18 @@ def pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, rsc0, rsc1):
 
 
 @njit(cache=True)
-def far_misses(dist, wt, per_row, const, span, cap, lo, hi):
+def far_misses(dist, wt, xlines, a_row, a_frac, span, cap, lo, hi):
     """Element accesses among (dist, wt) whose reuse the L1 loses: between the two reads of the line
-    the SM reads const + per_row x (dist - span) distinct lines (`line_span`: the line was last
-    touched ``span`` rows before its element)."""
+    the SM reads xlines[i] distinct lines of x and a_row x (dist - span) lines of dy (`line_span`: the
+    line was last touched ``span`` rows before its element), these in a share ``a_frac`` of the sets
+    (dy rows K e bytes apart: 1 KB rows of a 4-set L1 all map to one set), so a reuse in those sets
+    meets them all and one elsewhere none."""
     m = 0.0
     for i in range(dist.shape[0]):
-        x = (const + per_row * max(dist[i] - span, 1.0)) / cap
-        m += wt[i] * (1.0 - _ramp(x, lo, hi))
+        rows = max(dist[i] - span, 1.0)
+        x = xlines[i] / cap
+        x_a = x + a_row * rows / (cap * a_frac)
+        m += wt[i] * (a_frac * (1.0 - _ramp(x_a, lo, hi)) + (1.0 - a_frac) * (1.0 - _ramp(x, lo, hi)))
     return m
 
 
@@ -199,9 +233,76 @@ def _distinct_sorted(x):
 
 
 @njit(cache=True)
+def window_keys(C, S, W, sw, dh, dw, eb, lo_r, hi_r, line):
+    """The lines of one npq row's reads of the columns [lo_r[i], hi_r[i]) as sorted distinct keys
+    (l mod s) 2^40 + l div s, s = sw C e / line (a whole number) the lines a row's pixel step moves on
+    (`union_window`)."""
+    s_l = sw * C * eb // line
+    n = 0
+    for i in range(lo_r.shape[0]):
+        j = lo_r[i] // C
+        while j * C < hi_r[i]:
+            c0 = max(lo_r[i], j * C) - j * C
+            c1 = min(hi_r[i], j * C + C) - j * C
+            b = ((j // S) * dh * W + (j % S) * dw) * C * eb + c0 * eb
+            n += (b + (c1 - c0) * eb - 1) // line - b // line + 1
+            j += 1
+    keys = np.empty(n, np.int64)
+    n = 0
+    for i in range(lo_r.shape[0]):
+        j = lo_r[i] // C
+        while j * C < hi_r[i]:
+            c0 = max(lo_r[i], j * C) - j * C
+            c1 = min(hi_r[i], j * C + C) - j * C
+            b = ((j // S) * dh * W + (j % S) * dw) * C * eb + c0 * eb
+            for ln in range(b // line, (b + (c1 - c0) * eb - 1) // line + 1):
+                keys[n] = (ln % s_l) * (1 << 40) + ln // s_l
+                n += 1
+            j += 1
+    return np.unique(keys)
+
+
+@njit(cache=True)
+def union_window(keys, rows):
+    """Distinct lines that ``rows`` consecutive npq rows read, from one row's `window_keys`, when a
+    row's pixel step is a whole number s of lines: each (position, channel interval) piece reads the
+    same lines, s further, each row, so a line l of the first row is read again as l + k s; the lines
+    of one residue l mod s form runs [l div s, + rows) and the window is their union, counted per
+    residue (pieces a filter row apart read the same pixels W / sw rows apart, a run of them shared).
+    Within one output row (wraps not counted)."""
+    total = 0.0
+    for i in range(keys.shape[0]):
+        if i + 1 < keys.shape[0] and keys[i + 1] >> 40 == keys[i] >> 40:
+            total += min(rows, float(keys[i + 1] - keys[i]))
+        else:
+            total += rows
+    return total
+
+
+@njit(cache=True)
+def a_set_share(tms, tm, eb, pitch, sets, line):
+    """The share of an L1's sets (linear index) that the dy rows of the tile_m ``tms`` reach: rows
+    ``pitch`` bytes apart step the set by pitch / line, so they reach a class of sets modulo g =
+    gcd(that step, sets); the tiles' lines in a row reach some of the g classes."""
+    if pitch % line:
+        return 1.0
+    step = (pitch // line) % sets
+    g = sets if step == 0 else _gcd(step, sets)
+    reached = 0
+    for c in range(g):                           # classes reached by some tile's lines
+        for i in range(tms.shape[0]):
+            first = tms[i] * tm * eb
+            lo = first // line
+            if (c - lo) % g <= (first + tm * eb - 1) // line - lo:
+                reached += 1
+                break
+    return reached / g
+
+
+@njit(cache=True)
 def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q,
                       tn, eb, sec, line, dense, span, a_round, b_round, a_lines_row, cap, lo, hi, a_lookups,
-                      a_distinct, b_lookups):
+                      a_distinct, b_lookups, sets, tm, K):
     """(sum of weight x A misses per CTA, the same for B, sum of weights) over the sampled (wave, SM)
     pairs of `_sampled_sms` (MODEL.md section 10): per pair, B misses are its column tiles' first
     accesses (`pixel_reuse_ranges` of the distinct tiles) and the reuses the L1 loses (`far_misses`:
@@ -216,6 +317,7 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
     betas = np.empty(weight.shape[0], np.float64)
     dists = []
     wts = []
+    xlines = []                                             # x lines in the window of each distance
     wsum = 0.0
     miss_a = 0.0
     miss_b = 0.0
@@ -224,7 +326,8 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
         k = start[i + 1] - s0
         tms = slot_m[s0:s0 + k]
         tns = slot_n[s0:s0 + k]
-        na = _distinct_sorted(tms).shape[0]
+        tms_d = _distinct_sorted(tms)
+        na = tms_d.shape[0]
         distinct = _distinct_sorted(tns)
         nb = distinct.shape[0]
         got = -1                                            # samples often hold the same column tiles
@@ -246,14 +349,22 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
                 al, be = window_lines(C, S, sw, dw, eb, distinct[t] * tn, distinct[t] * tn + tn, line)
                 alphas[got] += al
                 betas[got] += be
+            xl = np.empty(dist.shape[0], np.float64)
+            aligned = (sw * C * eb) % line == 0
+            wkeys = window_keys(C, S, W, sw, dh, dw, eb, lo_r, lo_r + tn, line) if aligned else np.empty(0, np.int64)
+            for t in range(dist.shape[0]):
+                rows = max(dist[t] - span, 1.0)
+                xl[t] = union_window(wkeys, rows) if aligned else alphas[got] + betas[got] * rows
             dists.append(dist)
             wts.append(wt)
+            xlines.append(xl)
         total = totals[got]
         first = firsts[got]
         sec_elem = nb * b_lookups / total if total else 0.0
         first_sec = first * eb / sec if dense else first * sec_elem
-        far = far_misses(dists[got].astype(np.float64), wts[got], na * a_lines_row + betas[got], alphas[got], span,
-                         cap, lo, hi) * sec_elem
+        a_frac = a_set_share(tms_d, tm, eb, K * eb, sets, line)
+        far = far_misses(dists[got].astype(np.float64), wts[got], xlines[got], na * a_lines_row, a_frac, span, cap,
+                         lo, hi) * sec_elem
         mb = min(nb * b_lookups, first_sec + far)           # the first holders' misses
         # repeats (an earlier slot holds the tile) read what that slot just read
         ma = 0.0
@@ -360,7 +471,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     span = line_span(sw * C * eb, LINE)
     miss_a, miss_b, wsum = sampled_l1_misses(tiles_m, tiles_n, swz, gpu.sms, cps, _TILE_SAMPLES * 2, N, C, H, W, R, S,
                                              sh, sw, ph, pw, dh, dw, P, Q, tn, eb, SEC, LINE, dense, span, a_round, b_round,
-                                             a_lines_row, cap, lo, hi, a_lookups, a_distinct, b_lookups)
+                                             a_lines_row, cap, lo, hi, a_lookups, a_distinct, b_lookups, sets, tm, K)
     miss_a = min(float(sec_a), miss_a / wsum * ctas if wsum else 0.0)
     miss_b = min(float(sec_b), miss_b / wsum * ctas if wsum else 0.0)
     b_round_avg = b_round
