@@ -21,12 +21,12 @@ from traces.grouped import group_mode, groups_per_cta
 
 from ._common import _TEMPLATE, cdiv, layer_time, nsets, tile_samples, uniq_input
 from ._counts import _ramp, l1_counts
-from ._l2 import cliff_params, l2_miss_prob
+from ._l2 import cliff_params, l2_miss_prob, refetch_misses
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
 from ._grouped_rereads import _issue_order, _reread_misses, _reread_table, _window_pixels, residency_classes
 from ._geometry import _fprop, grid
 from ._memo import memo
-from ._schedule import SM_SAMPLES, sm_config_summary
+from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary
 
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
@@ -315,6 +315,31 @@ def _window_misses(windows, periods, step_x, cross_x, ways, cliff) -> tuple:
     return cross, intra
 
 
+def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
+    """The share of a CTA column's first reads of sectors the columns before read (the same group's
+    channels under kSingleGroup, a sector two groups' channels share) that miss the L2: the dense
+    engine's re-fetch of a tile_m by later waves (`_schedule.wave_stats`' gaps, `_l2.refetch_misses`),
+    a wave's lines its tiles' pixels in one column's channels, the filter slices and the stores. Column
+    re-reads in the wave that read the tile first hit (read in step). Seed 2 #47 (16 groups of 24 fp16
+    channels, two 32-filter columns a group, v100): DRAM reads 1.74 x the distinct sectors, where every
+    column's first reads were taken for L2 hits."""
+    tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
+    if tiles_n < 2:
+        return 0.0
+    line = gpu.line_bytes
+    hist_ra, hist_rb, _, wsum, _ = grid_schedule(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, machine[0])[1]
+    waves = wsum[3]
+    pixels, lines_px, _ = _pixel_sectors(layer, kernel, line)
+    a_tile = pixels / tiles_m * lines_px / tiles_n          # a tile's lines in one column's channels
+    b_slice = _b_lines_slice(layer, kernel, line)
+    c_cta = layer.gemm_m * layer.k * kernel.elem_bytes / line / (tiles_m * tiles_n)
+    f1 = (wsum[0] * a_tile + wsum[1] * b_slice + wsum[2] * c_cta) / waves
+    fnew = max(0.0, f1 - (hist_ra[1] * a_tile + hist_rb[1] * b_slice) / waves)
+    cap = gpu.l2_bytes / line * f.l2_capacity
+    missed = refetch_misses(hist_ra, 1.0, f1, fnew, cap, float(gpu.l2_ways), cliff_params(gpu, f))
+    return missed / (tiles_m * (tiles_n - 1))
+
+
 def _group_windows(layer, kernel, columns) -> float:
     """Distinct channel windows a pixel has among ``columns`` busy CTA columns at one step: one a column,
     but under kSingleGroup T_n / K_g columns share a group (two 32-filter columns of a 64-filter group
@@ -428,7 +453,12 @@ def predict_grouped(layer, gpu, kernel, f, machine, write_side) -> dict:
                         dh, dw, eb, True, sec)
     cross_l2, intra_l2 = _l2_rereads(layer, kernel, gpu, f, machine, valid, min(1.0, cross_miss + intra_miss),
                                      miss_a / max(float(ex["sec_A"]), 1.0))
-    dram_a = min(miss_a, uniq_x + cross * cross_l2 + (again - cross) * intra_l2)
+    # first reads of sectors an earlier CTA column read (its group, or a sector its groups' channels share):
+    # once a column and pixel (the tiles of a column that share a halo pixel read it in step)
+    pixels, per_pixel, _ = _pixel_sectors(layer, kernel, sec)
+    shared = _layer_pixels(layer, sec) * max(0.0, per_pixel - _sectors_per_pixel(0, layer.c, layer.c * eb, eb, sec))
+    cols = shared * _column_reread_miss(layer, kernel, gpu, f, machine)
+    dram_a = min(miss_a, uniq_x + cols + cross * cross_l2 + (again - cross) * intra_l2)
     per_op = {
         "A": (ex["req_A"], ex["sec_A"], miss_a, dram_a),
         "B": (ex["req_B"], ex["sec_B"], miss_b, dram_b),
