@@ -256,31 +256,43 @@ def _row_lines(width, pitch, offset, line):
     return sum((((r * pitch + offset) % line) + width + line - 1) // line for r in range(period)) / period
 
 
-def _last_band(c_lines, ctas_wave, tiles_n, tm, tn, K, eb, swz, line, nhwc):
+def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, line, nhwc):
     """The stores of the grid's bands of 2^swz tile_n columns (the grid walks one band's tile_m after
-    another, `_schedule.last_before`), where a partial last column (K not a multiple of T_n) stores
-    fewer lines a CTA than the mean ``c_lines``: (lines a full band's wave stores beyond the mean
-    wave, the last band's wave minus a full band's, the share of A's band-crossing re-reads that cross
-    into the last band, the share of B's re-reads within it). Zeros where every column is full or
-    the grid is one band."""
+    another, `_schedule.last_before`). Between a tile_m's read in one band and its re-read in the next,
+    the CTAs store their rows' lines, each CTA the lines its T_m rows of the band's outputs touch over the
+    band's columns (``rows``: a tile's mean rows): a line two bands share is touched by each (K = 64 fp16
+    in 32-wide columns: a row's 128-byte line touched once a column, twice the layer's mean distinct
+    lines a CTA), and a partial last column stores fewer. Returns (lines a full band's wave stores beyond the mean
+    ``c_lines`` a CTA, the last band's wave minus a full band's, the share of A's band-crossing re-reads
+    that cross into the last band, the share of B's re-reads within it). Zeros for one band."""
     width = 1 << swz
     full_rows = tiles_n >> swz
     rem = tiles_n - full_rows * width
     nbands = full_rows + (rem > 0)
-    w_last = K - (tiles_n - 1) * tn
-    if nbands < 2 or w_last == tn:
+    if nbands < 2:
         return 0.0, 0.0, 0.0, 0.0
-    ncols = rem if rem else width                 # columns of the last band
-    if nhwc:
-        # a CTA's rows of T_n outputs, K apart: the lines they touch (a line two columns share counts in each)
-        offsets = sorted({j * tn * eb % line for j in range(tiles_n - 1)})   # the full columns' alignments
-        c_full = sum(_row_lines(tn * eb, K * eb, o, line) for o in offsets) / len(offsets) * tm
-        c_one = _row_lines(w_last * eb, K * eb, (tiles_n - 1) * tn * eb, line) * tm
-    else:
-        # nchw: a CTA's planes, one an output column
-        c_full = c_lines * tiles_n / K * tn
-        c_one = c_lines * tiles_n / K * w_last
-    c_last = ((ncols - 1) * c_full + c_one) / ncols
+
+    # the bands one wave's CTAs span: a window that holds several adjacent bands touches their shared
+    # lines once (`ctas_wave` ~ tiles_m x width: about one band a window)
+    span = max(1, min(nbands, int(round(ctas_wave / (tiles_m * width)))))
+
+    def band(b):                                  # lines a CTA of band b stores (with the next span - 1)
+        c0 = b * width
+        cols = min(span * width, tiles_n - c0)
+        lo, hi = c0 * tn, min(K, (c0 + cols) * tn)
+        if nhwc:
+            return _row_lines((hi - lo) * eb, K * eb, lo * eb, line) * rows / cols
+        return c_lines * tiles_n / K * (hi - lo) / cols     # nchw: a CTA's planes, one an output column
+
+    seen = {}
+    for b in range(nbands - 1):                   # full bands differ only by their offset in a line
+        key = (b * width * tn * eb % line, min(span * width, tiles_n - b * width))
+        if key not in seen:
+            seen[key] = [band(b), 0]
+        seen[key][1] += 1
+    c_full = sum(v * n for v, n in seen.values()) / (nbands - 1)
+    c_last = band(nbands - 1) if span == 1 else c_full
+    ncols = rem if rem else width
     return ctas_wave * (c_full - c_lines), ctas_wave * (c_last - c_full), 1.0 / (nbands - 1), ncols / tiles_n
 
 
@@ -454,7 +466,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     f1 = dens_l * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice_lines + ctas_wave * c_lines
     fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
     # a partial last column stores fewer lines a CTA: a full band's waves and the last band's differ
-    full, df, share_a, share_b = _last_band(c_lines, ctas_wave, tiles_n, tm, tn, K, eb, swz, LINE, nhwc)
+    full, df, share_a, share_b = _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, M / tiles_m, tn, K, eb, swz, LINE, nhwc)
     f1 += full
     fnew = max(0.0, fnew + full)
     reread_a = (banded_refetch_misses(hist_ra, dens * core, f1, fnew, df, share_a, True, cap_lines, l2_ways, cliff)

@@ -1,11 +1,11 @@
-"""The stores of the grid's bands of tile_n columns (`analytic.model._last_band`, `_row_lines`) and the
+"""The stores of the grid's bands of tile_n columns (`analytic.model._band_stores`, `_row_lines`) and the
 re-reads judged on them (`analytic._l2.banded_refetch_misses`), against line-by-line enumeration."""
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from analytic._l2 import banded_refetch_misses, cliff_params, refetch_misses
 from analytic.factors import ReuseFactors
-from analytic.model import _last_band, _row_lines
+from analytic.model import _band_stores, _row_lines
 import simcore
 
 LINE = 128
@@ -30,28 +30,45 @@ def test_row_lines_is_the_mean_over_a_period(eb, width, extra, offset):
     assert abs(_row_lines(width * eb, pitch, offset, LINE) - want) < 1e-9
 
 
+def _band_lines(rows, first_col, cols, tn, K, eb):
+    """Lines one CTA of the columns [first_col, first_col + cols) touches, per column, enumerated."""
+    lo, hi = first_col * tn, min(K, (first_col + cols) * tn)
+    return _lines_touched(rows, lo * eb, (hi - lo) * eb, K * eb) / cols
+
+
 @settings(max_examples=40, deadline=None)
 @given(tn=st.sampled_from([32, 64, 128, 256]), cols=st.integers(2, 6), cut=st.integers(1, 255),
        eb=st.sampled_from([2, 4]), swz=st.integers(0, 2))
-def test_last_band_against_enumerated_columns(tn, cols, cut, eb, swz):
+def test_band_stores_against_enumerated_columns(tn, cols, cut, eb, swz):
     cut = cut % tn or tn
     K = (cols - 1) * tn + cut                      # the last column is ``cut`` wide
-    tm = 128                                       # a multiple of every row alignment period
-    full, df, share_a, share_b = _last_band(0.0, 1.0, cols, tm, tn, K, eb, swz, LINE, True)
+    rows = 128                                     # a multiple of every row alignment period
     width = 1 << swz
+    tiles_m = 10
+    # one band a wave: each band's CTAs touch their own rows' lines
+    full, df, share_a, share_b = _band_stores(0.0, float(tiles_m * width), tiles_m, cols, rows, tn, K, eb, swz,
+                                              LINE, True)
     full_rows, rem = cols >> swz, cols - ((cols >> swz) << swz)
     nbands = full_rows + (rem > 0)
-    if nbands < 2 or cut == tn:
+    if nbands < 2:
         assert (full, df, share_a, share_b) == (0.0, 0.0, 0.0, 0.0)
         return
-    per_col = [_lines_touched(tm, j * tn * eb, (tn if j < cols - 1 else cut) * eb, K * eb) for j in range(cols)]
-    c_full = np.mean(per_col[:-1])
+    per_band = [_band_lines(rows, b * width, min(width, cols - b * width), tn, K, eb) for b in range(nbands)]
+    ctas_wave = tiles_m * width
+    assert abs(full - ctas_wave * np.mean(per_band[:-1])) < 1e-6
+    assert abs(df - ctas_wave * (per_band[-1] - np.mean(per_band[:-1]))) < 1e-6
     ncols = rem if rem else width
-    c_last = np.mean(per_col[cols - ncols:])
-    assert abs(full - c_full) < 1e-9
-    assert abs(df - (c_last - c_full)) < 1e-9
-    assert df < 0                                  # a partial last column stores fewer lines
     assert abs(share_a - 1.0 / (nbands - 1)) < 1e-12 and abs(share_b - ncols / cols) < 1e-12
+
+
+def test_adjacent_bands_in_one_wave_share_their_lines():
+    # K = 64 fp16 in 32-wide columns: a row's 128-byte line holds both columns' outputs. One band a wave:
+    # each column's CTA touches the line (1 line a row); a wave spanning both bands touches it once
+    rows, tiles_m = 128, 4
+    alone = _band_stores(0.0, 1.0 * tiles_m, tiles_m, 2, rows, 32, 64, 2, 0, LINE, True)[0]
+    shared = _band_stores(0.0, 2.0 * tiles_m, tiles_m, 2, rows, 32, 64, 2, 0, LINE, True)[0]
+    assert alone == tiles_m * rows                 # a line a row, each CTA
+    assert shared == 2 * tiles_m * rows / 2        # one line a row for the two CTAs of a row
 
 
 def test_banded_refetch_reduces_to_refetch_and_lies_between():
