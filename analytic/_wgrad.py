@@ -16,7 +16,7 @@ from simcore._jit import njit
 from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses
-from ._schedule import WAVE_SAMPLES, sample_index, tile_of, wave_stats
+from ._schedule import GAP_MAX, WAVE_SAMPLES, sample_index, tile_of, wave_stats
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of them: updating the
@@ -279,6 +279,65 @@ def union_window(keys, rows):
     return total
 
 
+# channels of x at which `x_wave_rereads` follows the waves that read them
+_X_CHANNELS = 16
+
+
+@njit(cache=True)
+def x_wave_rereads(tiles_m, tiles_n, swz, per_wave, tn, C, RS, samples):
+    """Re-reads of x by later waves, per channel: hist[g] = the mean number of waves (sampled channels)
+    that read a channel of x g waves after the last wave that read it. Channel c is read by the column
+    tiles of the R S positions (rsc = j C + c), each column's CTAs by every wave they run in (each CTA
+    streams all N P Q rows), so the waves of a channel are the union of its columns' wave intervals
+    (the grid walks bands of 2^swz columns, tile_m after tile_m). A column's own later waves and the
+    other positions' columns alike: both re-read the channel's sectors of the whole image."""
+    width = 1 << swz
+    hist = np.zeros(GAP_MAX + 1, np.float64)
+    lo = np.empty(RS, np.int64)
+    hi = np.empty(RS, np.int64)
+    for i in range(samples):
+        c = int((i + 0.5) * C / samples)
+        for j in range(RS):
+            t = (j * C + c) // tn
+            if t >= tiles_n:
+                t = tiles_n - 1
+            b = t // width
+            lanes = min(width, tiles_n - b * width)
+            first = b * width * tiles_m + (t - b * width)
+            last = first + (tiles_m - 1) * lanes
+            lo[j] = first // per_wave
+            hi[j] = last // per_wave
+        if per_wave < width:                        # a band's columns interleave more sparsely than
+            # the waves: list each wave (rare: fewer CTAs a wave than columns a band)
+            waves = np.empty(RS * tiles_m, np.int64)
+            n = 0
+            for j in range(RS):
+                t = min((j * C + c) // tn, tiles_n - 1)
+                b = t // width
+                lanes = min(width, tiles_n - b * width)
+                first = b * width * tiles_m + (t - b * width)
+                for k in range(tiles_m):
+                    waves[n] = (first + k * lanes) // per_wave
+                    n += 1
+            waves = np.unique(waves[:n])
+            for k in range(1, waves.shape[0]):
+                hist[min(waves[k] - waves[k - 1], GAP_MAX)] += 1.0 / samples
+            continue
+        order = np.argsort(lo)
+        prev = -1                                   # the last wave counted so far
+        for k in range(RS):
+            a = lo[order[k]]
+            z = hi[order[k]]
+            if z <= prev:
+                continue
+            start = max(a, prev + 1)
+            if prev >= 0:
+                hist[min(start - prev, GAP_MAX)] += 1.0 / samples
+            hist[1] += (z - start) / samples         # the column's own later waves, one apart
+            prev = z
+    return hist
+
+
 @njit(cache=True)
 def a_set_share(tms, tm, eb, pitch, sets, line):
     """The share of an L1's sets (linear index) that the dy rows of the tile_m ``tms`` reach: rows
@@ -497,7 +556,9 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     fnew = max(0.0, f1 - NPQ * a_lines_row * hist_ra[1] / n_waves
                - ksteps * b_round_avg * b_first_frac * hist_rb[1] / n_waves)
     reread_a = refetch_misses(hist_ra, a_slice, f1, fnew, cap_lines, l2_ways, cliff)
-    reread_b = refetch_misses(hist_rb, b_slice, f1, fnew, cap_lines, l2_ways, cliff)
+    # x re-read by later waves: the column's own, and the other positions' columns of the same channels
+    hist_x = x_wave_rereads(tiles_m, tiles_n, swz, per_wave, tn, C, R * S, _X_CHANNELS)
+    reread_b = refetch_misses(hist_x, uniq_x, f1, fnew, cap_lines, l2_ways, cliff)
     dram_a = min(miss_a, uniq_dy + reread_a)
     dram_b = min(miss_b, uniq_x + far_b + reread_b)
 

@@ -1,11 +1,14 @@
 """wgrad's x reuse and windows (`analytic._wgrad`: `pixel_reuse_ranges`, `union_window`,
-`a_set_share`) against element-by-element and line-by-line enumeration."""
+`a_set_share`, `x_wave_rereads`) against element-by-element, line-by-line and CTA-by-CTA enumeration."""
 import collections
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analytic._wgrad import a_set_share, pixel_reuse_ranges, union_window, window_keys
+from analytic._schedule import GAP_MAX
+from analytic._wgrad import a_set_share, pixel_reuse_ranges, union_window, window_keys, x_wave_rereads
+
+from tests.naive_schedule import naive_valid_blocks
 
 LINE = 128
 
@@ -113,3 +116,22 @@ def test_a_set_share_against_rows(K, tm, eb, sets, tms):
                 reached.add(ln % sets)
     want = len(reached) / sets if pitch % LINE == 0 else 1.0
     assert abs(a_set_share(np.array(sorted(tms), np.int64), tm, eb, pitch, sets, LINE) - want) < 1e-12
+
+
+@settings(max_examples=60, deadline=None)
+@given(tiles_m=st.integers(1, 12), C=st.integers(1, 40), R=st.integers(1, 3), S=st.integers(1, 3),
+       tn=st.sampled_from([4, 8, 16, 32]), swz=st.integers(0, 2), per_wave=st.integers(1, 40))
+def test_x_wave_rereads_against_the_dispatch(tiles_m, C, R, S, tn, swz, per_wave):
+    RS = R * S
+    tiles_n = -(-RS * C // tn)
+    blocks = naive_valid_blocks(tiles_m, tiles_n, swz)
+    samples = 4
+    want = np.zeros(GAP_MAX + 1)
+    for i in range(samples):
+        c = int((i + 0.5) * C / samples)
+        columns = {min((j * C + c) // tn, tiles_n - 1) for j in range(RS)}
+        waves = sorted({v // per_wave for v, (_, t) in enumerate(blocks) if t in columns})
+        for a, b in zip(waves, waves[1:]):
+            want[min(b - a, GAP_MAX)] += 1.0 / samples
+    got = x_wave_rereads(tiles_m, tiles_n, swz, per_wave, tn, C, RS, samples)
+    assert np.allclose(got, want)
