@@ -164,7 +164,9 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
             reread = (len(subs) - 1) * uniq_dy * l2_miss_prob(gap / cap_lines, float(gpu.l2_ways),
                                                                cliff_params(gpu, f))
         else:
-            reread = _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, per_wave)
+            reread = (_coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, per_wave)
+                      + _later_wave_rereads(layer, kernel, gpu, f, len(subs), tpf, per_wave, uniq_dy, cap_lines,
+                                            total[Mx.L2_WR_SECTORS] * SEC / LINE))
         fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
         for key in (Mx.DRAM_RD_SECTORS, Mx.DRAM_RD_SECTORS + ":A", Mx.L2_RD_MISSES, Mx.L2_RD_MISSES + ":A"):
             total[key] = max(0.0, total[key] + fix)
@@ -247,6 +249,48 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
     more = tpf * len(subs) * _cdiv(layer.c, kernel.tile_n) > per_wave
     return swept_rereads(np.array(taps), nblk, dy_lines + w_lines, more, 32, cap_lines, float(gpu.l2_ways),
                          cliff_params(gpu, f), uniq_dy)
+
+
+# places of a strided dgrad sub-problem whose dy reads `_later_wave_rereads` follows through the grid
+_DY_PLACES = 16
+
+
+def _later_wave_rereads(layer, kernel, gpu, f, nsub, tpf, per_wave, uniq_dy, cap_lines, store_lines):
+    """dy sectors read again from DRAM by a later wave of strided dgrad's grid: the rows of place i
+    (a sub-problem's tile i) are read by tile i of every sub-problem of every CTA column, in block order
+    (tile_m fastest over the sub-problems' tiles, bands of 2^swizzle columns). Two consecutive reads in
+    one wave run side by side (`_coresident_rereads`); a read a wave or more after the one before meets
+    g waves of lines between (each wave: the dy rows of its places, its stores, the filters), the
+    engine's cliff. Followed at `_DY_PLACES` places. Seed 4 #65 (3x3 stride 2, four 32-wide columns of
+    four sub-problems' 59 tiles, 2.6 waves): simulated dy DRAM reads 2 x its distinct sectors, where the
+    sub-problems' own grids (one wave each) put every column's re-read in step."""
+    tiles_n = _cdiv(layer.c, kernel.tile_n)
+    total_m = nsub * tpf
+    ctas = total_m * tiles_n
+    if ctas <= per_wave:
+        return 0.0
+    width = 1 << kernel.swizzle_log
+    eb, LINE = kernel.elem_bytes, gpu.line_bytes
+    dy_lines = _cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
+    w_lines = _cdiv(layer.params * eb, LINE)
+    wave_lines = dy_lines * min(1.0, per_wave / tpf) + store_lines * per_wave / ctas + w_lines
+    ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
+    miss = 0.0
+    places = min(_DY_PLACES, tpf)
+    for k in range(places):
+        i = int((k + 0.5) * tpf / places)
+        waves = []
+        for t in range(tiles_n):
+            band = t // width
+            lanes = min(width, tiles_n - band * width)
+            for sub in range(nsub):
+                block = band * width * total_m + (sub * tpf + i) * lanes + (t - band * width)
+                waves.append(block // per_wave)
+        waves.sort()
+        for a, b in zip(waves, waves[1:]):
+            if b > a:
+                miss += l2_miss_prob((b - a) * wave_lines / cap_lines, ways, cliff)
+    return uniq_dy * miss / places
 
 
 def _row_lines(width, pitch, offset, line):
