@@ -26,14 +26,8 @@ _JIT_DEPS_SHA256 = "0cace90b84abf91f"
 __all__ = ["pixel_reuse"]
 
 @njit(cache=True)
-def pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo, hi):
-    """Reuse of x along npq for the columns of the ranges [lo[i], hi[i]) (read in lockstep: row npq of
-    every range in the same round). Each position j = rsc // C of a range holds a channel interval.
-    Returns (accesses, first, dist, weight): element-row accesses (rows x channels), those with no
-    earlier access to the same pixel and channel, and the others by the distance in rows dnpq to
-    their nearest earlier access (dist ascending, distinct). Columns past R S C (r >= R) read where
-    their (h, w) is in range; a pair of intervals of one position counts its channel overlap once."""
-    # the (position, channel interval) pieces of the ranges
+def _pieces(C, lo, hi):
+    """The (position j, channel interval [c0, c1)) pieces of the column ranges [lo[i], hi[i])."""
     npieces = 0
     for i in range(lo.shape[0]):
         npieces += (hi[i] - 1) // C - lo[i] // C + 1
@@ -49,6 +43,19 @@ def pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo, hi):
             pc1[k] = min(hi[i], j * C + C) - j * C
             k += 1
             j += 1
+    return pj, pc0, pc1
+
+
+@njit(cache=True)
+def pixel_reuse_ranges(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, lo, hi):
+    """Reuse of x along npq for the columns of the ranges [lo[i], hi[i]) (read in lockstep: row npq of
+    every range in the same round). Each position j = rsc // C of a range holds a channel interval.
+    Returns (accesses, first, dist, weight): element-row accesses (rows x channels), those with no
+    earlier access to the same pixel and channel, and the others by the distance in rows dnpq to
+    their nearest earlier access (dist ascending, distinct). Columns past R S C (r >= R) read where
+    their (h, w) is in range; a pair of intervals of one position counts its channel overlap once."""
+    pj, pc0, pc1 = _pieces(C, lo, hi)
+    npieces = pj.shape[0]
     cap = npieces * (2 * npieces + 2) + 1
     dists = np.empty(cap, np.int64)
     wts = np.empty(cap, np.float64)
@@ -238,27 +245,22 @@ def window_keys(C, S, W, sw, dh, dw, eb, lo_r, hi_r, line):
     (l mod s) 2^40 + l div s, s = sw C e / line (a whole number) the lines a row's pixel step moves on
     (`union_window`)."""
     s_l = sw * C * eb // line
+    pj, pc0, pc1 = _pieces(C, lo_r, hi_r)
+    first = np.empty(pj.shape[0], np.int64)                 # each piece's first and last line of a row
+    last = np.empty(pj.shape[0], np.int64)
     n = 0
-    for i in range(lo_r.shape[0]):
-        j = lo_r[i] // C
-        while j * C < hi_r[i]:
-            c0 = max(lo_r[i], j * C) - j * C
-            c1 = min(hi_r[i], j * C + C) - j * C
-            b = ((j // S) * dh * W + (j % S) * dw) * C * eb + c0 * eb
-            n += (b + (c1 - c0) * eb - 1) // line - b // line + 1
-            j += 1
+    for k in range(pj.shape[0]):
+        j = pj[k]
+        b = ((j // S) * dh * W + (j % S) * dw) * C * eb + pc0[k] * eb
+        first[k] = b // line
+        last[k] = (b + (pc1[k] - pc0[k]) * eb - 1) // line
+        n += last[k] - first[k] + 1
     keys = np.empty(n, np.int64)
     n = 0
-    for i in range(lo_r.shape[0]):
-        j = lo_r[i] // C
-        while j * C < hi_r[i]:
-            c0 = max(lo_r[i], j * C) - j * C
-            c1 = min(hi_r[i], j * C + C) - j * C
-            b = ((j // S) * dh * W + (j % S) * dw) * C * eb + c0 * eb
-            for ln in range(b // line, (b + (c1 - c0) * eb - 1) // line + 1):
-                keys[n] = (ln % s_l) * (1 << 40) + ln // s_l
-                n += 1
-            j += 1
+    for k in range(pj.shape[0]):
+        for ln in range(first[k], last[k] + 1):
+            keys[n] = (ln % s_l) * (1 << 40) + ln // s_l
+            n += 1
     return np.unique(keys)
 
 
