@@ -319,7 +319,8 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     """The share of a CTA column's first reads of sectors the columns before read (the same group's
     channels under kSingleGroup, a sector two groups' channels share) that miss the L2: the dense
     engine's re-fetch of a tile_m by later waves (`_schedule.wave_stats`' gaps, `_l2.refetch_misses`),
-    a wave's lines its tiles' pixels in one column's channels, the filter slices and the stores. Column
+    a wave's lines its tiles' pixels in one column's channels (each tile's share, one halo a run of
+    adjacent tiles), the filter slices and the stores. Column
     re-reads in the wave that read the tile first hit (read in step). Seed 2 #47 (16 groups of 24 fp16
     channels, two 32-filter columns a group, v100): DRAM reads 1.74 x the distinct sectors, where every
     column's first reads were taken for L2 hits."""
@@ -330,11 +331,17 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     hist_ra, hist_rb, _, wsum, _ = grid_schedule(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, machine[0])[1]
     waves = wsum[3]
     pixels, lines_px, _ = _pixel_sectors(layer, kernel, line)
-    a_tile = pixels / tiles_m * lines_px / tiles_n          # a tile's lines in one column's channels
+    lines_px /= tiles_n                                     # a pixel's lines in one column's channels
+    own = _layer_pixels(layer, gpu.sector_bytes) / tiles_m  # a tile's share of the pixels, and its halo:
+    halo = max(0.0, pixels / tiles_m - own)                 # a run of adjacent tiles reads one (`wave_stats`)
     b_slice = _b_lines_slice(layer, kernel, line)
     c_cta = layer.gemm_m * layer.k * kernel.elem_bytes / line / (tiles_m * tiles_n)
-    f1 = (wsum[0] * a_tile + wsum[1] * b_slice + wsum[2] * c_cta) / waves
-    fnew = max(0.0, f1 - (hist_ra[1] * a_tile + hist_rb[1] * b_slice) / waves)
+    # a wave's columns of other channels read other lines of the same pixels (kSingleGroup: K_g / T_n
+    # columns share a group's channels)
+    share = max(1.0, layer.k_per_group / kernel.tile_n) if group_mode(layer, kernel) == "single" else 1.0
+    ranges = max(1.0, wsum[2] / max(wsum[0], 1e-300) / share)
+    f1 = (ranges * (wsum[0] * own + wsum[4] * halo) * lines_px + wsum[1] * b_slice + wsum[2] * c_cta) / waves
+    fnew = max(0.0, f1 - (hist_ra[1] * own * lines_px + hist_rb[1] * b_slice) / waves)
     cap = gpu.l2_bytes / line * f.l2_capacity
     missed = refetch_misses(hist_ra, 1.0, f1, fnew, cap, float(gpu.l2_ways), cliff_params(gpu, f))
     return missed / (tiles_m * (tiles_n - 1))
