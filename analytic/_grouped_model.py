@@ -79,20 +79,35 @@ def _pixel_sectors(layer, kernel, sec) -> tuple:
     """`a_misses`'s figures that depend on neither the GPU nor the factors: (input pixels all M tiles
     read, distinct sectors per pixel a CTA's groups read, the sectors per pixel its groups' blocks read one
     group at a time)."""
-    tn, tk, eb = kernel.tile_n, kernel.tile_k, kernel.elem_bytes
+    eb, gpc = kernel.elem_bytes, groups_per_cta(layer, kernel)
     pixels = _tile_pixels(layer, kernel, sec)[0]
+    per_pixel = _column_units(layer, kernel, sec)
+    per_group = sum(mult * _sectors_per_pixel(start, start + width, layer.c * eb, eb, sec)
+                    for start, width, mult in grouped_a_blocks(layer, kernel, gpc).tolist())
+    return pixels, per_pixel, per_group
+
+
+@memo()
+def _column_units(layer, kernel, unit) -> float:
+    """Distinct ``unit``-byte units (sectors, lines) per pixel that the CTA columns' channel ranges cover,
+    summed over the columns (a column's groups, blocks past a group's end included)."""
+    tn, tk, eb = kernel.tile_n, kernel.tile_k, kernel.elem_bytes
     cg, kg, gpc = layer.c_per_group, layer.k_per_group, groups_per_cta(layer, kernel)
-    per_pixel = 0.0
+    total = 0.0
     for col in range(cdiv(layer.k, tn)):
         first = col * tn // kg
         last = min(first + gpc, layer.groups) - 1
         if last < first:
             continue
         hi = min(last * cg + (cdiv(cg, tk) - 1) * tk + tk, layer.c)
-        per_pixel += _sectors_per_pixel(first * cg, hi, layer.c * eb, eb, sec)
-    per_group = sum(mult * _sectors_per_pixel(start, start + width, layer.c * eb, eb, sec)
-                    for start, width, mult in grouped_a_blocks(layer, kernel, gpc).tolist())
-    return pixels, per_pixel, per_group
+        total += _sectors_per_pixel(first * cg, hi, layer.c * eb, eb, unit)
+    return total
+
+
+@memo()
+def _pixel_units(layer, eb, unit) -> float:
+    """A whole pixel's distinct ``unit``-byte units (all its channels), over the pixels' alignments."""
+    return _sectors_per_pixel(0, layer.c, layer.c * eb, eb, unit)
 
 
 # tiles whose distinct input pixels `_tile_pixels` counts one by one (evenly spaced over the grid's
@@ -315,6 +330,7 @@ def _window_misses(windows, periods, step_x, cross_x, ways, cliff) -> tuple:
     return cross, intra
 
 
+@memo(4096)
 def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     """The share of a CTA column's first reads of sectors the columns before read (the same group's
     channels under kSingleGroup, a sector two groups' channels share) that miss the L2: the dense
@@ -330,8 +346,8 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     line = gpu.line_bytes
     hist_ra, hist_rb, _, wsum, _ = grid_schedule(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, machine[0])[1]
     waves = wsum[3]
-    pixels, lines_px, _ = _pixel_sectors(layer, kernel, line)
-    lines_px /= tiles_n                                     # a pixel's lines in one column's channels
+    pixels = _pixel_sectors(layer, kernel, gpu.sector_bytes)[0]
+    lines_px = _column_units(layer, kernel, line) / tiles_n  # a pixel's lines in one column's channels
     own = _layer_pixels(layer, gpu.sector_bytes) / tiles_m  # a tile's share of the pixels, and its halo:
     halo = max(0.0, pixels / tiles_m - own)                 # a run of adjacent tiles reads one (`wave_stats`)
     b_slice = _b_lines_slice(layer, kernel, line)
@@ -463,7 +479,7 @@ def predict_grouped(layer, gpu, kernel, f, machine, write_side) -> dict:
     # first reads of sectors an earlier CTA column read (its group, or a sector its groups' channels share):
     # once a column and pixel (the tiles of a column that share a halo pixel read it in step)
     pixels, per_pixel, _ = _pixel_sectors(layer, kernel, sec)
-    shared = _layer_pixels(layer, sec) * max(0.0, per_pixel - _sectors_per_pixel(0, layer.c, layer.c * eb, eb, sec))
+    shared = _layer_pixels(layer, sec) * max(0.0, per_pixel - _pixel_units(layer, kernel.elem_bytes, sec))
     cols = shared * _column_reread_miss(layer, kernel, gpu, f, machine)
     dram_a = min(miss_a, uniq_x + cols + cross * cross_l2 + (again - cross) * intra_l2)
     per_op = {

@@ -275,21 +275,16 @@ def _later_wave_rereads(layer, kernel, gpu, f, nsub, tpf, per_wave, uniq_dy, cap
     w_lines = _cdiv(layer.params * eb, LINE)
     wave_lines = dy_lines * min(1.0, per_wave / tpf) + store_lines * per_wave / ctas + w_lines
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
-    miss = 0.0
     places = min(_DY_PLACES, tpf)
-    for k in range(places):
-        i = int((k + 0.5) * tpf / places)
-        waves = []
-        for t in range(tiles_n):
-            band = t // width
-            lanes = min(width, tiles_n - band * width)
-            for sub in range(nsub):
-                block = band * width * total_m + (sub * tpf + i) * lanes + (t - band * width)
-                waves.append(block // per_wave)
-        waves.sort()
-        for a, b in zip(waves, waves[1:]):
-            if b > a:
-                miss += l2_miss_prob((b - a) * wave_lines / cap_lines, ways, cliff)
+    i = ((np.arange(places) + 0.5) * tpf / places).astype(np.int64)[:, None]
+    t = np.repeat(np.arange(tiles_n), nsub)[None, :]
+    sub = np.tile(np.arange(nsub), tiles_n)[None, :]
+    band = t // width
+    lanes = np.minimum(width, tiles_n - band * width)
+    waves = np.sort((band * width * total_m + (sub * tpf + i) * lanes + (t - band * width)) // per_wave, axis=1)
+    gaps, counts = np.unique(np.diff(waves, axis=1), return_counts=True)
+    miss = sum(int(n) * l2_miss_prob(int(g) * wave_lines / cap_lines, ways, cliff)
+               for g, n in zip(gaps, counts) if g > 0)
     return uniq_dy * miss / places
 
 
@@ -300,6 +295,7 @@ def _row_lines(width, pitch, offset, line):
     return sum((((r * pitch + offset) % line) + width + line - 1) // line for r in range(period)) / period
 
 
+@memo(4096)
 def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, line, nhwc):
     """The stores of the grid's bands of 2^swz tile_n columns (the grid walks one band's tile_m after
     another, `_schedule.last_before`). Between a tile_m's read in one band and its re-read in the next,
