@@ -336,10 +336,11 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     channels under kSingleGroup, a sector two groups' channels share) that miss the L2: the dense
     engine's re-fetch of a tile_m by later waves (`_schedule.wave_stats`' gaps, `_l2.refetch_misses`),
     a wave's lines its tiles' pixels in one column's channels (each tile's share, one halo a run of
-    adjacent tiles), the filter slices and the stores. Column
-    re-reads in the wave that read the tile first hit (read in step). Seed 2 #47 (16 groups of 24 fp16
-    channels, two 32-filter columns a group, v100): DRAM reads 1.74 x the distinct sectors, where every
-    column's first reads were taken for L2 hits."""
+    adjacent tiles), the filter slices and the stores. Column re-reads in the wave that read the tile
+    first hit (read in step). Seed 2 #47 (16 groups of 24 fp16 channels, two 32-filter columns a group,
+    v100): DRAM reads 1.74 x the distinct sectors, where every column's first reads were taken for L2
+    hits (now 1.18 x predicted: its lines, 6 apart, fill a fraction of the L2's sets, which this
+    contiguous-line cliff does not see). Memoized per GPU and factors."""
     tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
     if tiles_n < 2:
         return 0.0
@@ -478,7 +479,7 @@ def predict_grouped(layer, gpu, kernel, f, machine, write_side) -> dict:
                                      miss_a / max(float(ex["sec_A"]), 1.0))
     # first reads of sectors an earlier CTA column read (its group, or a sector its groups' channels share):
     # once a column and pixel (the tiles of a column that share a halo pixel read it in step)
-    pixels, per_pixel, _ = _pixel_sectors(layer, kernel, sec)
+    per_pixel = _pixel_sectors(layer, kernel, sec)[1]
     shared = _layer_pixels(layer, sec) * max(0.0, per_pixel - _pixel_units(layer, kernel.elem_bytes, sec))
     cols = shared * _column_reread_miss(layer, kernel, gpu, f, machine)
     dram_a = min(miss_a, uniq_x + cols + cross * cross_l2 + (again - cross) * intra_l2)
