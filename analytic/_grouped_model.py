@@ -21,7 +21,7 @@ from traces.grouped import group_mode, groups_per_cta
 
 from ._common import _TEMPLATE, cdiv, layer_time, nsets, tile_samples, uniq_input
 from ._counts import _ramp, l1_counts
-from ._l2 import cliff_params, l2_miss_prob, refetch_misses
+from ._l2 import cliff_params, l2_miss_prob, l2_miss_window, pattern_cliff
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
 from ._grouped_rereads import _issue_order, _reread_misses, _reread_table, _window_pixels, residency_classes
 from ._geometry import _fprop, grid
@@ -330,17 +330,21 @@ def _window_misses(windows, periods, step_x, cross_x, ways, cliff) -> tuple:
     return cross, intra
 
 
+_NO_TAB = np.zeros(1, np.float64)
+
+
 @memo(4096)
 def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     """The share of a CTA column's first reads of sectors the columns before read (the same group's
     channels under kSingleGroup, a sector two groups' channels share) that miss the L2: the dense
-    engine's re-fetch of a tile_m by later waves (`_schedule.wave_stats`' gaps, `_l2.refetch_misses`),
+    engine's re-fetch of a tile_m by later waves (`_schedule.wave_stats`' gaps, `_l2.refetch_misses`'s sum),
     a wave's lines its tiles' pixels in one column's channels (each tile's share, one halo a run of
     adjacent tiles), the filter slices and the stores. Column re-reads in the wave that read the tile
     first hit (read in step). Seed 2 #47 (16 groups of 24 fp16 channels, two 32-filter columns a group,
     v100): DRAM reads 1.74 x the distinct sectors, where every column's first reads were taken for L2
-    hits (now 1.18 x predicted: its lines, 6 apart, fill a fraction of the L2's sets, which this
-    contiguous-line cliff does not see). Memoized per GPU and factors."""
+    hits (now 1.26 x predicted: its A lines, 6 apart, are judged on their own pattern's cliff,
+    `_l2.pattern_cliff`; its stores, 16 lines apart, on the contiguous one). Memoized per GPU and
+    factors."""
     tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
     if tiles_n < 2:
         return 0.0
@@ -360,7 +364,15 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     f1 = (ranges * (wsum[0] * own + wsum[4] * halo) * lines_px + wsum[1] * b_slice + wsum[2] * c_cta) / waves
     fnew = max(0.0, f1 - (hist_ra[1] * own * lines_px + hist_rb[1] * b_slice) / waves)
     cap = gpu.l2_bytes / line * f.l2_capacity
-    missed = refetch_misses(hist_ra, 1.0, f1, fnew, cap, float(gpu.l2_ways), cliff_params(gpu, f))
+    # a column's channel range in each pixel: lines a pixel pitch apart reach a fraction of the sets
+    width = min(cdiv(layer.c_per_group * groups_per_cta(layer, kernel), kernel.tile_k) * kernel.tile_k,
+                layer.c) * kernel.elem_bytes
+    tab = pattern_cliff(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, float(f.l2_capacity),
+                        layer.c * kernel.elem_bytes, width, line)
+    tab = _NO_TAB if tab is None else tab
+    ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
+    missed = sum(hist_ra[g] * l2_miss_window((f1 + (g - 1) * fnew) / cap, ways, cliff, tab)
+                 for g in range(1, hist_ra.shape[0]) if hist_ra[g])
     return missed / (tiles_m * (tiles_n - 1))
 
 

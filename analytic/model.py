@@ -506,7 +506,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     f1 = dens_l * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice_lines + ctas_wave * c_lines
     fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
     # a partial last column stores fewer lines a CTA: a full band's waves and the last band's differ
-    full, df, share_a, share_b = _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, M / tiles_m, tn, K, eb, swz, LINE, nhwc)
+    full, df, share_a, share_b = _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, M / tiles_m, tn, K, eb, swz,
+                                              LINE, nhwc)
     f1 += full
     fnew = max(0.0, fnew + full)
     reread_a = (banded_refetch_misses(hist_ra, dens * core, f1, fnew, df, share_a, True, cap_lines, l2_ways, cliff)
