@@ -295,33 +295,26 @@ def x_wave_rereads(tiles_m, tiles_n, swz, per_wave, tn, C, RS, samples):
     other positions' columns alike: both re-read the channel's sectors of the whole image."""
     width = 1 << swz
     hist = np.zeros(GAP_MAX + 1, np.float64)
+    first = np.empty(RS, np.int64)                  # a position's column: its first CTA, and the CTAs
+    lanes = np.empty(RS, np.int64)                  # between two of its tiles (the band's columns)
     lo = np.empty(RS, np.int64)
     hi = np.empty(RS, np.int64)
     for i in range(samples):
         c = int((i + 0.5) * C / samples)
         for j in range(RS):
-            t = (j * C + c) // tn
-            if t >= tiles_n:
-                t = tiles_n - 1
+            t = min((j * C + c) // tn, tiles_n - 1)
             b = t // width
-            lanes = min(width, tiles_n - b * width)
-            first = b * width * tiles_m + (t - b * width)
-            last = first + (tiles_m - 1) * lanes
-            lo[j] = first // per_wave
-            hi[j] = last // per_wave
+            lanes[j] = min(width, tiles_n - b * width)
+            first[j] = b * width * tiles_m + (t - b * width)
+            lo[j] = first[j] // per_wave
+            hi[j] = (first[j] + (tiles_m - 1) * lanes[j]) // per_wave
         if per_wave < width:                        # a band's columns interleave more sparsely than
             # the waves: list each wave (rare: fewer CTAs a wave than columns a band)
             waves = np.empty(RS * tiles_m, np.int64)
-            n = 0
             for j in range(RS):
-                t = min((j * C + c) // tn, tiles_n - 1)
-                b = t // width
-                lanes = min(width, tiles_n - b * width)
-                first = b * width * tiles_m + (t - b * width)
                 for k in range(tiles_m):
-                    waves[n] = (first + k * lanes) // per_wave
-                    n += 1
-            waves = np.unique(waves[:n])
+                    waves[j * tiles_m + k] = (first[j] + k * lanes[j]) // per_wave
+            waves = np.unique(waves)
             for k in range(1, waves.shape[0]):
                 hist[min(waves[k] - waves[k - 1], GAP_MAX)] += 1.0 / samples
             continue
@@ -374,8 +367,6 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
     keys = []                                               # distinct column tiles seen, and their reuse
     totals = np.empty(weight.shape[0], np.float64)
     firsts = np.empty(weight.shape[0], np.float64)
-    alphas = np.empty(weight.shape[0], np.float64)          # the tiles' window lines: alpha + beta rows
-    betas = np.empty(weight.shape[0], np.float64)
     dists = []
     wts = []
     xlines = []                                             # x lines in the window of each distance
@@ -404,18 +395,20 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
             keys.append(distinct)
             totals[got] = total
             firsts[got] = first
-            alphas[got] = 0.0
-            betas[got] = 0.0
-            for t in range(nb):
-                al, be = window_lines(C, S, sw, dw, eb, distinct[t] * tn, distinct[t] * tn + tn, line)
-                alphas[got] += al
-                betas[got] += be
             xl = np.empty(dist.shape[0], np.float64)
-            aligned = (sw * C * eb) % line == 0
-            wkeys = window_keys(C, S, W, sw, dh, dw, eb, lo_r, lo_r + tn, line) if aligned else np.empty(0, np.int64)
-            for t in range(dist.shape[0]):
-                rows = max(dist[t] - span, 1.0)
-                xl[t] = union_window(wkeys, rows) if aligned else alphas[got] + betas[got] * rows
+            if (sw * C * eb) % line == 0:           # the window's lines counted as a union
+                wkeys = window_keys(C, S, W, sw, dh, dw, eb, lo_r, lo_r + tn, line)
+                for t in range(dist.shape[0]):
+                    xl[t] = union_window(wkeys, max(dist[t] - span, 1.0))
+            else:                                   # else the tiles' runs: alpha + beta rows
+                alpha = 0.0
+                beta = 0.0
+                for t in range(nb):
+                    al, be = window_lines(C, S, sw, dw, eb, distinct[t] * tn, distinct[t] * tn + tn, line)
+                    alpha += al
+                    beta += be
+                for t in range(dist.shape[0]):
+                    xl[t] = alpha + beta * max(dist[t] - span, 1.0)
             dists.append(dist)
             wts.append(wt)
             xlines.append(xl)

@@ -289,8 +289,9 @@ def _later_wave_rereads(layer, kernel, gpu, f, nsub, tpf, per_wave, uniq_dy, cap
 
 
 def _row_lines(width, pitch, offset, line):
-    """Mean lines that ``width`` bytes at ``offset`` of rows ``pitch`` bytes apart touch (over one
-    period of the rows' alignment to a line)."""
+    """Mean lines that ``width`` bytes at ``offset`` of rows ``pitch`` bytes apart touch, each row its
+    own (over one period of the rows' alignment to a line; `_counts.lines_per_row` counts a line that
+    consecutive rows share once)."""
     period = line // math.gcd(pitch, line)
     return sum((((r * pitch + offset) % line) + width + line - 1) // line for r in range(period)) / period
 
@@ -302,9 +303,10 @@ def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, lin
     the CTAs store their rows' lines, each CTA the lines its T_m rows of the band's outputs touch over the
     band's columns (``rows``: a tile's mean rows): a line two bands share is touched by each (K = 64 fp16
     in 32-wide columns: a row's 128-byte line touched once a column, twice the layer's mean distinct
-    lines a CTA), and a partial last column stores fewer. Returns (lines a full band's wave stores beyond the mean
-    ``c_lines`` a CTA, the last band's wave minus a full band's, the share of A's band-crossing re-reads
-    that cross into the last band, the share of B's re-reads within it). Zeros for one band."""
+    lines a CTA), and a partial last column stores fewer. Returns (lines a full band's wave stores
+    beyond the mean ``c_lines`` a CTA, the last band's wave minus a full band's, the share of A's
+    band-crossing re-reads that cross into the last band, the share of B's re-reads within it). Zeros
+    for one band."""
     width = 1 << swz
     full_rows = tiles_n >> swz
     rem = tiles_n - full_rows * width
@@ -505,7 +507,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # lines touched in one wave, and per further wave (tiles not shared with the wave before)
     f1 = dens_l * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice_lines + ctas_wave * c_lines
     fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
-    # a partial last column stores fewer lines a CTA: a full band's waves and the last band's differ
+    # the stores between a re-read and its read: the lines each band of columns touches (a partial last
+    # column's fewer)
     full, df, share_a, share_b = _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, M / tiles_m, tn, K, eb, swz,
                                               LINE, nhwc)
     f1 += full
