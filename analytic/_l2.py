@@ -33,7 +33,7 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "refetch_misses", "banded_refetch_misses", "footprint",
+__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses", "footprint",
            "swept_rereads",
            "cliff_params", "hash_dispersion"]
 
@@ -82,13 +82,24 @@ def pattern_cliff(slices: int, sets: int, ways: int, index: str, capacity: float
     (a100, h100: 1.5 L2s of lines, about 15 ms)."""
     if pitch <= line or width >= pitch:
         return None
+    return blocks_cliff(slices, sets, ways, index, capacity, pitch, ((0, width),), line)
+
+
+@functools.lru_cache(maxsize=1024)
+def blocks_cliff(slices: int, sets: int, ways: int, index: str, capacity: float, pitch: int, blocks: tuple,
+                 line: int):
+    """`pattern_cliff` of several blocks in each pixel: ``blocks`` ((first byte, width), ...) every ``pitch``
+    bytes (the channel windows of several CTA columns, grouped fprop). None where the pixels' lines are all
+    touched (`l2_miss_prob`'s cliff holds)."""
+    if pitch <= line:
+        return None
     cap = slices * sets * ways * capacity
     # the rows' lines repeat every `period` rows, `step` lines on: the residues (mod step) one period
     # touches, then as many periods as the window needs
     period = line // math.gcd(pitch, line)
     step = period * pitch // line
-    residues = sorted({x % step for i in range(period)
-                       for x in range(i * pitch // line, (i * pitch + width - 1) // line + 1)})
+    residues = sorted({x % step for i in range(period) for first, width in blocks
+                       for x in range((i * pitch + first) // line, (i * pitch + first + width - 1) // line + 1)})
     if len(residues) == step:
         return None                                  # every line: contiguous after all
     return _residue_cliff(slices, sets, ways, index, cap, step, tuple(residues))

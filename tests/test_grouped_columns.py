@@ -1,5 +1,7 @@
 """A grouped layer's CTA columns re-read sectors the columns before read (`analytic._grouped_model`
 `_column_reread_miss`): against the simulated hierarchy."""
+import math
+
 import pytest
 
 import analytic
@@ -35,3 +37,30 @@ def test_column_rereads_of_shared_sectors(l2_scale):
         # a large L2 keeps them
         assert sim[DRAM_A] < 1.05 * distinct
         assert abs(pred[DRAM_A] / sim[DRAM_A] - 1) < 0.05
+
+
+def test_window_cliffs_follow_the_busy_columns_windows():
+    # depthwise, 1,024 fp16 channels (2,048-byte pixels, 16 lines), 256-filter columns: each of the four
+    # columns' windows starts 512 bytes (4 lines) after the last; a 1-line window class reaches lines
+    # 0, 4, 8, 12 of every pixel, a 2-line class 0-1, 4-5, 8-9, 12-13
+    from analytic._grouped_model import _window_cliffs, _window_lines
+    from analytic._l2 import blocks_cliff
+    from analytic.factors import ReuseFactors
+    layer = traces.ConvLayer(n=1, c=1024, h=20, w=20, k=1024, r=3, s=3, pad=(1, 1), groups=1024, name="dw")
+    kernel = traces.KernelConfig(tile_m=256, tile_n=256, tile_k=32, threads=128, dtype="fp16")
+    gpu = simcore.gpu("v100")
+    f = ReuseFactors()
+    tabs = _window_cliffs(layer, kernel, gpu, f, 4)
+    for (lines, _share), tab in zip(_window_lines(layer, kernel, gpu.line_bytes), tabs):
+        width = int(round(lines)) * 128
+        want = blocks_cliff(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, f.l2_capacity,
+                            2048, tuple((512 * col, width) for col in range(4)), 128)
+        assert (tab == want).all()
+    # 2 groups of 16 fp32 channels: a pixel is one line, every line is read (the contiguous cliff); with
+    # 4 groups of 16 a pixel is 2 lines, and a group's window one of them: every other line
+    for groups, contiguous in ((2, True), (4, False)):
+        layer = traces.ConvLayer(n=1, c=16 * groups, h=20, w=20, k=64, r=3, s=3, pad=(1, 1), groups=groups,
+                                 name="g")
+        kernel = traces.KernelConfig(tile_m=64, tile_n=64, tile_k=16, threads=64)
+        tabs = _window_cliffs(layer, kernel, gpu, f, 1)
+        assert all(math.isnan(t[0]) == contiguous for t in tabs)

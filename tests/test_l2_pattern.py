@@ -3,7 +3,7 @@ pattern's lines swept twice, the second sweep's misses are the reuses the window
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analytic._l2 import PATTERN_X, l2_miss_prob, l2_miss_window, pattern_cliff
+from analytic._l2 import PATTERN_X, blocks_cliff, l2_miss_prob, l2_miss_window, pattern_cliff
 from simcore.config import CacheConfig
 
 from .naive_cache import NaiveHierarchy
@@ -63,3 +63,40 @@ def test_strided_windows_overflow_sets_that_contiguous_ones_do_not():
     # the window function reads the table between its points, and the analytic cliff without one
     assert abs(l2_miss_window(PATTERN_X[half], 16.0, (0.19, 0.51), tab) - tab[half]) < 1e-12
     assert l2_miss_window(0.5, 16.0, (0.19, 0.51), np.zeros(0)) == l2_miss_prob(0.5, 16.0, (0.19, 0.51))
+
+
+def blocks_lines(pitch, blocks, count):
+    """The first ``count`` distinct lines, ascending, of ``blocks`` ((first byte, width), ...) in every row
+    of ``pitch`` bytes."""
+    out, row = set(), 0
+    while len(out) < count + 64:
+        for first, width in blocks:
+            start = row * pitch + first
+            out.update(range(start // LINE, (start + width - 1) // LINE + 1))
+        row += 1
+    return sorted(out)[:count]
+
+
+@given(st.sampled_from([3, 4, 8]), st.sampled_from([4, 16]), st.sampled_from([2, 4]),
+       st.sampled_from(["xor", "linear"]), st.integers(4, 24), st.data())
+@settings(max_examples=30, deadline=None)
+def test_blocks_cliff_against_a_naive_l2(slices, sets, ways, index, pitch_lines, data):
+    # several CTA columns' windows in each pixel (grouped fprop): line-aligned blocks at other offsets
+    pitch = pitch_lines * LINE
+    nblk = data.draw(st.integers(1, 3))
+    blocks = tuple((data.draw(st.integers(0, pitch_lines - 1)) * LINE, data.draw(st.integers(1, 2)) * LINE)
+                   for _ in range(nblk))
+    tab = blocks_cliff(slices, sets, ways, index, 1.0, pitch, blocks, LINE)
+    if tab is None:
+        many = blocks_lines(pitch, blocks, 3 * pitch_lines)
+        assert many == list(range(many[0], many[0] + len(many)))
+        return
+    cap = slices * sets * ways
+    for i in data.draw(st.lists(st.integers(1, len(PATTERN_X) - 1), min_size=1, max_size=3)):
+        count = max(1, int(PATTERN_X[i] * cap))
+        lines = blocks_lines(pitch, blocks, count)
+        want = second_sweep_misses(lines, slices, sets, ways, index) / count
+        assert abs(tab[i] - want) < 1e-12, (i, count, tab[i], want)
+    # one block a row is `pattern_cliff`'s own pattern
+    one = blocks_cliff(slices, sets, ways, index, 1.0, pitch, ((0, LINE),), LINE)
+    assert np.array_equal(one, pattern_cliff(slices, sets, ways, index, 1.0, pitch, LINE, LINE))
