@@ -282,6 +282,12 @@ def lines_per_row(extent, tile, eb, step, pos_step, unit):
     ``pos_step`` bytes). The pattern repeats every lcm(step, unit) bytes, so lines are counted
     cyclically over that period (a line shared by consecutive rows counts once) and divided by its
     rows; averaged over the blocks and the position offsets (at most 8 of each, sampled evenly)."""
+    return block_lines_per_row(extent, tile, eb, step, pos_step, unit, 0, (extent + tile - 1) // tile)
+
+
+@njit(cache=True)
+def block_lines_per_row(extent, tile, eb, step, pos_step, unit, first, last):
+    """`lines_per_row` over the blocks ``first`` .. ``last`` - 1 only (at most 8 of them, sampled evenly)."""
     nrows = unit // _gcd(step % unit, unit) if step % unit else 1
     nlines = nrows * step // unit
     if nlines < 1:
@@ -289,14 +295,14 @@ def lines_per_row(extent, tile, eb, step, pos_step, unit):
     g = _gcd(pos_step % unit, unit) if pos_step % unit else unit
     npos = unit // g
     take_pos = min(npos, 8)
-    nblk = (extent + tile - 1) // tile
+    nblk = last - first
     take_blk = min(nblk, 8)
     mark = np.zeros(nlines, np.bool_)
     total = 0.0
     for ip in range(take_pos):
         off = ((ip * npos) // take_pos) * g
         for ib in range(take_blk):
-            x0 = ((ib * nblk) // take_blk) * tile
+            x0 = (first + (ib * nblk) // take_blk) * tile
             x1 = min(extent, x0 + tile)
             mark[:] = False
             for i in range(nrows):

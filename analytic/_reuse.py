@@ -12,7 +12,7 @@ from ._l2 import l2_miss_window
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _l2.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "a699483828031d37"
+_JIT_DEPS_SHA256 = "6ff61ce8dce86846"
 
 
 @njit(cache=True)
@@ -483,7 +483,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
-               b_ratio):
+               b_ratio, l2_scale=1.0):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -495,7 +495,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
 
     Returns (fraction of A row accesses that miss L1, fraction of B lookups that hit, fraction of A
     row accesses whose within-CTA reuse misses L1 and L2, summed over the classes of waves of ``l2cls``
-    with their weights: `_schedule.l2_classes`).
+    with their weights: `_schedule.l2_classes`). ``l2_scale``: the GPU's A lines a row in the L2 window
+    over ``lpr_a`` (a channel block's own lines in the L1's: `model._block_classes`).
 
     ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
     (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
@@ -583,7 +584,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     # window: new lines only where a position's filter bytes leave the previous line
                     extra = lines_b / nmax * min(1.0, bfrac) if brep else 0.0
                     m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
-                                       extra, l2cls, 1.0 / na, l2_ways, l2_cliff, ref, l2_tab, corr,
+                                       extra, l2cls, l2_scale / na, l2_ways, l2_cliff, ref, l2_tab, corr,
                                        1.0 / (na * T), rel, na, b_ratio, nb)
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t

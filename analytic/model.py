@@ -15,7 +15,7 @@ from traces.kernel import KernelConfig
 
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine
 from ._common import nsets as _nsets
-from ._counts import l1_counts
+from ._counts import block_lines_per_row, l1_counts
 from ._geometry import dgrad_b_classes, dgrad_subproblems, geometry, geometry_check, strided_starts
 from ._l2 import banded_refetch_misses, cliff_params, l2_miss_prob, pattern_cliff, swept_rereads
 from ._memo import memo
@@ -297,6 +297,30 @@ def _row_lines(width, pitch, offset, line):
 
 
 @memo(4096)
+@memo(4096)
+def _block_classes(C, tk, eb, step, pos_step, line, sec, lpr_a, nhwc) -> tuple:
+    """((A lines per row access, share of A's sectors, share of the k-steps), ...) per class of channel
+    blocks: nhwc with a partial last block (C mod T_k > 0) reads fewer lines a row in its k-steps, and
+    the taps' reuses inside a block (the filter positions run inside a channel block) meet that block's
+    window, not the average's: seed 13 #54 (dgrad, K = 48 fp32 in blocks of 32 and 16, 192-byte dy rows,
+    two CTAs an SM in a 48 KB L1): 192 lines a CTA and k-step in the first block, 128 in the second; the
+    average, 160, put both inside the L1 (simulated A hits 50 %, predicted 81 %). The L2 window of those
+    reuses keeps the average (`_reuse.l1_configs`' ``l2_scale``): the SMs' CTAs are not in step, so the
+    GPU's k-step reads every block's lines in their shares (seed 1 #148, the same blocks: DRAM +3.7 →
+    +43.5 % with the first block's lines in the L2 window too). Elsewhere one class of the blocks'
+    average (`_counts.lines_per_row`)."""
+    nblk = -(-C // tk)
+    if not nhwc or nblk < 2 or C % tk == 0:
+        return ((lpr_a, 1.0, 1.0),)
+    out = []
+    for first, last in ((0, nblk - 1), (nblk - 1, nblk)):
+        out.append((block_lines_per_row(C, tk, eb, step, pos_step, line, first, last),
+                    block_lines_per_row(C, tk, eb, step, pos_step, sec, first, last) * (last - first),
+                    (last - first) / nblk))
+    secs = sum(o[1] for o in out)
+    return tuple((lpr, s / secs, ks) for lpr, s, ks in out)
+
+
 def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, line, nhwc):
     """The stores of the grid's bands of 2^swz tile_n columns (the grid walks one band's tile_m after
     another, `_schedule.last_before`). Between a tile_m's read in one band and its re-read in the next,
@@ -473,12 +497,18 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                                                K, geo.row_b, geo.pos_b, tn, kernel.math == "tensorop")
         # a tile's valid rows over the layer's mean share at each position
         rel = np.where(valid < 0.0, 1.0, valid / np.maximum(rows_t / M, 1e-12)[:, None])
-    miss_frac_a, hit_b, miss2_frac_a = l1_configs(
-        hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,
-        float(tm), float(tn), float(ksteps), lpr_a, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax), float(ways),
-        lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1, float(ns_life),
-        bfrac, l2cls,
-        l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio)
+    miss_frac_a = hit_b = miss2_frac_a = 0.0
+    for lpr_k, sec_w, ks_w in _block_classes(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb),
+                                             LINE, SEC, lpr_a, nhwc):
+        m1, hb, m2 = l1_configs(
+            hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,
+            float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax),
+            float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
+            float(ns_life), bfrac, l2cls,
+            l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k)
+        miss_frac_a += sec_w * m1
+        miss2_frac_a += sec_w * m2
+        hit_b += ks_w * hb
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     if nchw_fprop:
         # at least each CTA's distinct sectors, for the CTAs whose tile no other CTA of their SM holds or
