@@ -24,6 +24,7 @@ import numpy as np
 
 from ._counts import block_sharing, l1_counts, lines_per_row
 from ._memo import memo
+from ._schedule import step_overlap
 
 __all__ = ["Window", "Geometry", "geometry", "grid"]
 
@@ -304,6 +305,27 @@ def dgrad_b_classes(layer, kernel, sec) -> np.ndarray:
                 break
     cls.setflags(write=False)
     return cls
+
+
+@memo(256)
+def dgrad_step_overlap(layer, kernel, sec, depth=0) -> np.ndarray:
+    """Strided dgrad, loading sub-problems in `dgrad_b_classes`' order: [f, g] = the share of f's filter
+    sectors at its k-step t that g reads at a k-step within ``depth`` of t (CTAs that start together run
+    their k-steps in step; ``depth``: the k-steps a sector stays in the L1), over f's k-steps of the first
+    two channel blocks of filters (k-step t: filter block t div (nr ns), tap t mod (nr ns), taps s
+    fastest), a CTA column's channels; for f and g of one class (0 elsewhere: never used). Sub-problems of
+    one class share sectors, but near one k-step only where their taps pair up in a sector: seed 1 #292
+    (C = 8 fp16, 11x11 stride 3: 16-byte taps, two a sector) has starts s = 0 and 1 in step (4 taps each,
+    half their sectors shared at each step) and s = 2 out of step (3 taps). Numba
+    (`_schedule.step_overlap`; tests/test_strided_dgrad_b.py holds the slow reference). Read-only."""
+    sh, sw = layer.stride
+    subs = np.array([(start_r, start_s, nr, ns, sh, sw) for start_r, start_s, _h, _w, nr, ns in strided_starts(layer)
+                     if nr and ns], np.int64).reshape(-1, 6)
+    out = step_overlap(subs, layer.r, layer.s, layer.c, layer.k, kernel.elem_bytes, kernel.tile_k,
+                       min(layer.c, kernel.tile_n) * kernel.elem_bytes, sec, depth,
+                       dgrad_b_classes(layer, kernel, sec))
+    out.setflags(write=False)
+    return out
 
 
 def geometry_check(layer, kernel) -> None:

@@ -483,7 +483,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
-               b_ratio, l2_scale=1.0):
+               b_ratio, l2_scale=1.0, brep_share=1.0):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -496,7 +496,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     Returns (fraction of A row accesses that miss L1, fraction of B lookups that hit, fraction of A
     row accesses whose within-CTA reuse misses L1 and L2, summed over the classes of waves of ``l2cls``
     with their weights: `_schedule.l2_classes`). ``l2_scale``: the GPU's A lines a row in the L2 window
-    over ``lpr_a`` (a channel block's own lines in the L1's: `model._block_classes`).
+    over ``lpr_a`` (a channel block's own lines in the L1's: `model._block_classes`). ``brep_share``: the
+    share of a BREP CTA's filter sectors its earlier slot read at the same round (strided dgrad,
+    `_schedule.brep_overlap`; the rest as a CTA without one).
 
     ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
     (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
@@ -597,20 +599,23 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                                 blk_hit += wm * wn * gap_p[g] * _ramp(
                                     _window_x(a_l, d, nsa, other, bfrac, extra, ways), lo, hi)
                         blk_w += wm * wn
+                hb_rep = 0.0
                 if brep:
                     # the earlier slot (gap_b slots before) read these filter lines this round; since
                     # then: its other B lines, each slot between (A and B), this CTA's A lines
                     if dscale == 1.0:
                         # nhwc: each filter position's A lines exactly (its rows that leave the
                         # padding), so the LRU step itself: a hit iff the set holds them all
-                        hb = 0.0
                         for t in range(rows_t.shape[0]):
                             x_t = gap_b * (lines_b / nsb + rows_t[t] * (T / M) * lpr_a / nmax) / ways
-                            hb += 1.0 if x_t <= 1.0 else 0.0
-                        hb /= rows_t.shape[0]
+                            hb_rep += 1.0 if x_t <= 1.0 else 0.0
+                        hb_rep /= rows_t.shape[0]
                     else:
-                        hb = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax) / ways, lo, hi)
-                else:
+                        hb_rep = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax) / ways, lo, hi)
+                hb = hb_rep
+                if not brep or brep_share < 1.0:
+                    # the filter sectors no earlier slot read at this round (strided dgrad: the slot's
+                    # sub-problem reads other taps, `brep_share`)
                     lines_a = rows_total / RS * (T / M) * lpr_a
                     d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
                     hb = reuse_b1 * _ramp(d_b, lo, hi)
@@ -627,6 +632,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         b_one = min(ksteps * lines_b, slice_b)
                         hb += (1.0 - hb) * _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span,
                                                      ns_life * ways, lo, hi)
+                    if brep:
+                        hb = brep_share * hb_rep + (1.0 - brep_share) * hb
                 # every CTA reads the same B whatever its rows: its M class weighs by CTAs, not rows
                 hb_acc += wm * M / (T * tiles_m) * wn * hb
         if not arep:

@@ -83,6 +83,104 @@ def a_key(tm, m_div, bcls):
 
 
 @njit(cache=True)
+def step_overlap(subs, R, S, C, K, eb, tk, width, sec, depth, cls):
+    """`_geometry.dgrad_step_overlap`'s table: ``subs`` rows (start_r, start_s, nr, ns, stride_h,
+    stride_w) of the loading sub-problems; [f, g] for f, g of one class (``cls``), 0 elsewhere."""
+    n = subs.shape[0]
+    nblk = min(2, (K + tk - 1) // tk)
+    per = 2 * tk                                       # sectors a k-step reads at most (a tap each k)
+    tmax = 0
+    for f in range(n):
+        tmax = max(tmax, nblk * subs[f, 2] * subs[f, 3])
+    secs = np.full((n, tmax, per), -1, np.int64)
+    cnt = np.zeros((n, tmax), np.int64)
+    top = 0
+    for f in range(n):
+        t = 0
+        for blk in range(nblk):
+            for i in range(subs[f, 2]):
+                r = subs[f, 0] + i * subs[f, 4]
+                for j in range(subs[f, 3]):
+                    s = subs[f, 1] + j * subs[f, 5]
+                    for k in range(blk * tk, min(K, blk * tk + tk)):
+                        start = ((k * R + r) * S + s) * C * eb
+                        for x in range(start // sec, (start + width - 1) // sec + 1):
+                            seen = False
+                            for y in range(cnt[f, t]):
+                                if secs[f, t, y] == x:
+                                    seen = True
+                                    break
+                            if not seen and cnt[f, t] < per:
+                                secs[f, t, cnt[f, t]] = x
+                                cnt[f, t] += 1
+                                top = max(top, x + 1)
+                    t += 1
+    out = np.zeros((n, n), np.float64)
+    for g in range(n):
+        tg = nblk * subs[g, 2] * subs[g, 3]
+        # steps of g per sector, in order: CSR
+        ptr = np.zeros(top + 1, np.int64)
+        for u in range(tg):
+            for y in range(cnt[g, u]):
+                ptr[secs[g, u, y] + 1] += 1
+        for x in range(top):
+            ptr[x + 1] += ptr[x]
+        fill = ptr[:-1].copy()
+        at = np.empty(ptr[top], np.int64)
+        for u in range(tg):
+            for y in range(cnt[g, u]):
+                x = secs[g, u, y]
+                at[fill[x]] = u
+                fill[x] += 1
+        for f in range(n):
+            if cls[f] != cls[g]:
+                continue
+            tf = nblk * subs[f, 2] * subs[f, 3]
+            total = 0
+            common = 0
+            for t in range(tf):
+                for y in range(cnt[f, t]):
+                    x = secs[f, t, y]
+                    total += 1
+                    for z in range(ptr[x], ptr[x + 1]):
+                        if abs(at[z] - t) <= depth:
+                            common += 1
+                            break
+            out[f, g] = common / total if total else 0.0
+    return out
+
+
+@njit(cache=True)
+def brep_overlap(tiles_m, tiles_n, swz, sms, cps, m_div, bcls, overlap, max_waves):
+    """Strided dgrad: the mean, over the CTAs whose nearest earlier co-resident slot reads their B key
+    (`b_key`: tile_n and class of filter sectors; the first ``max_waves`` waves, block order), of
+    ``overlap[f, g]`` (`_geometry.dgrad_step_overlap`) for their sub-problem f and that slot's g: the
+    share of their filter sectors the slot read at the same k-step. 1 where no CTA has such a slot."""
+    ctas = tiles_m * tiles_n
+    per_wave = sms * cps
+    waves = min(max_waves, (ctas + per_wave - 1) // per_wave)
+    keys = np.empty(cps, np.int64)
+    subs = np.empty(cps, np.int64)
+    total = 0.0
+    count = 0
+    for w in range(waves):
+        for sm in range(sms):
+            for s in range(cps):
+                v = w * per_wave + sm + s * sms
+                if v >= ctas:
+                    break
+                tm, tn = tile_of(v, tiles_m, tiles_n, swz)
+                keys[s] = b_key(tm, tn, m_div, bcls)
+                subs[s] = tm // m_div
+                for s2 in range(s - 1, -1, -1):
+                    if keys[s2] == keys[s]:
+                        total += overlap[subs[s], subs[s2]]
+                        count += 1
+                        break
+    return total / count if count else 1.0
+
+
+@njit(cache=True)
 def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg, m_div, bcls):
     """The CTAs of SM ``sm`` in wave ``w``: their number k, and in ``cfg[s]`` slot s's columns
     CFG_K .. CFG_GAPB (CFG_WEIGHT left alone). ``tm_`` / ``tn_`` (2 cps long: this wave's slots, then the

@@ -15,13 +15,13 @@ from traces.kernel import KernelConfig
 
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine
 from ._common import nsets as _nsets
-from ._counts import block_lines_per_row, l1_counts
-from ._geometry import dgrad_b_classes, dgrad_subproblems, geometry, geometry_check, strided_starts
+from ._counts import block_lines_per_row, l1_counts, lines_per_row
+from ._geometry import dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems, geometry, geometry_check, strided_starts
 from ._l2 import banded_refetch_misses, cliff_params, l2_miss_prob, pattern_cliff, swept_rereads
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
-from ._schedule import (CFG_AREP, CFG_PREV_A, SM_SAMPLES, filters_in_step, grid_schedule, l2_classes,
+from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule, l2_classes,
                         sm_config_summary)
 from ._timeline import lead_share
 from ._issue_order import one_back_tables
@@ -124,6 +124,23 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     cfg = sm_config_summary(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, SM_SAMPLES,
                             tpf, bcls)
     cfg = filters_in_step(cfg, _lockstep_share(layer, kernel, gpu, machine, tpf))
+    # a slot that shares an earlier slot's class of filter sectors finds, at one k-step, the sectors both
+    # sub-problems' taps read then: all of them for the same sub-problem, a share for another
+    # (`_geometry.dgrad_step_overlap`, averaged over the first waves' slots)
+    share = 1.0
+    if len(set(bcls.tolist())) < bcls.shape[0]:
+        # k-steps a filter sector stays in the L1: the L1's lines left by the SM's A windows (T_m dy rows
+        # each) over the lines a k-step adds (a window's share of new rows at each of a block's taps, and
+        # T_k filter rows); none where the windows fill the L1 (they are read in step: the same k-step)
+        eb = kernel.elem_bytes
+        window = kernel.tile_m * lines_per_row(layer.k, kernel.tile_k, eb, layer.k * eb, gpu.line_bytes,
+                                               gpu.line_bytes)
+        loading = [nr * ns for *_rest, nr, ns in strided_starts(layer) if nr and ns]
+        taps = sum(loading) / len(loading)
+        depth = int(max(0.0, machine[1] * machine[2] - cps * window) / (cps * (window / taps + kernel.tile_k)))
+        depth = 1 << (depth.bit_length() - 1) if depth > 0 else 0
+        share = brep_overlap(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, tpf, bcls,
+                             dgrad_step_overlap(layer, kernel, gpu.sector_bytes, min(depth, 64)), BACK_WAVES)
     sched = {}
     for geo, _mult in groups:
         key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
@@ -132,7 +149,8 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     total = None
     uniq_sum = 0.0
     for geo, mult in groups:
-        part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched, counted=False)
+        part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched, counted=False,
+                             brep_share=share)
         uniq_sum += mult * part.pop("_uniq_a")
         if total is None:
             total = {key: mult * value for key, value in part.items()}
@@ -362,7 +380,7 @@ def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, lin
     return ctas_wave * (c_full - c_lines), ctas_wave * (c_last - c_full), 1.0 / (nbands - 1), ncols / tiles_n
 
 
-def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True):
+def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True, brep_share=1.0):
     """Every metric of the dense GEMM ``geo``. ``counted``: judge the reuses one filter position back on
     their counted windows (`_issue_order`); strided dgrad's sub-problems do not, since their co-resident
     sub-problems' dy rows are one averaged window (`_predict_strided_dgrad`)."""
@@ -505,7 +523,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
             float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax),
             float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
             float(ns_life), bfrac, l2cls,
-            l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k)
+            l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k, brep_share)
         miss_frac_a += sec_w * m1
         miss2_frac_a += sec_w * m2
         hit_b += ks_w * hb
