@@ -129,16 +129,16 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     # (`_geometry.dgrad_step_overlap`, averaged over the first waves' slots)
     share = 1.0
     if len(set(bcls.tolist())) < bcls.shape[0]:
-        # k-steps a filter sector stays in the L1: the L1's lines left by the SM's A windows (T_m dy rows
-        # each) over the lines a k-step adds (a window's share of new rows at each of a block's taps, and
-        # T_k filter rows); none where the windows fill the L1 (they are read in step: the same k-step)
-        eb = kernel.elem_bytes
-        window = kernel.tile_m * lines_per_row(layer.k, kernel.tile_k, eb, layer.k * eb, gpu.line_bytes,
-                                               gpu.line_bytes)
+        # k-steps a filter sector stays in the L1: the L1's lines that the SM's A windows (T_m dy rows
+        # each) leave, over the lines a k-step adds (a window's share of new rows at each of a block's taps;
+        # of the T_k filter rows, the part that the tap's step, stride_w C e bytes, moves past a line);
+        # none where the windows fill the L1 (they are read in step: the same k-step)
+        eb, line = kernel.elem_bytes, gpu.line_bytes
+        window = kernel.tile_m * lines_per_row(layer.k, kernel.tile_k, eb, layer.k * eb, line, line)
         loading = [nr * ns for *_rest, nr, ns in strided_starts(layer) if nr and ns]
         taps = sum(loading) / len(loading)
-        depth = int(max(0.0, machine[1] * machine[2] - cps * window) / (cps * (window / taps + kernel.tile_k)))
-        depth = 1 << (depth.bit_length() - 1) if depth > 0 else 0
+        new_b = kernel.tile_k * min(1.0, layer.stride[1] * layer.c * eb / line)
+        depth = int(max(0.0, machine[1] * machine[2] - cps * window) / (cps * (window / taps + new_b)))
         share = brep_overlap(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, tpf, bcls,
                              dgrad_step_overlap(layer, kernel, gpu.sector_bytes, min(depth, 64)), BACK_WAVES)
     sched = {}
