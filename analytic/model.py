@@ -16,13 +16,14 @@ from traces.kernel import KernelConfig
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine
 from ._common import nsets as _nsets
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
-from ._geometry import dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems, geometry, geometry_check, strided_starts
+from ._geometry import (dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems, geometry, geometry_check,
+                        strided_starts)
 from ._l2 import banded_refetch_misses, cliff_params, l2_miss_prob, pattern_cliff, swept_rereads
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
-from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule, l2_classes,
-                        sm_config_summary)
+from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
+                        l2_classes, sm_config_summary)
 from ._timeline import lead_share
 from ._issue_order import one_back_tables
 from ._tiers import tiered
@@ -315,7 +316,6 @@ def _row_lines(width, pitch, offset, line):
 
 
 @memo(4096)
-@memo(4096)
 def _block_classes(C, tk, eb, step, pos_step, line, sec, lpr_a, nhwc) -> tuple:
     """((A lines per row access, share of A's sectors, share of the k-steps), ...) per class of channel
     blocks: nhwc with a partial last block (C mod T_k > 0) reads fewer lines a row in its k-steps, and
@@ -339,6 +339,7 @@ def _block_classes(C, tk, eb, step, pos_step, line, sec, lpr_a, nhwc) -> tuple:
     return tuple((lpr, s / secs, ks) for lpr, s, ks in out)
 
 
+@memo(4096)
 def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, line, nhwc):
     """The stores of the grid's bands of 2^swz tile_n columns (the grid walks one band's tile_m after
     another, `_schedule.last_before`). Between a tile_m's read in one band and its re-read in the next,
