@@ -34,6 +34,16 @@ def second_sweep_misses(lines, slices, sets, ways, index):
     return h.counts["lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"] - before
 
 
+def assert_table(tab, lines_of, slices, sets, ways, index, picks):
+    """The table's P(miss) at each picked point equals the naive L2's second-sweep misses of the first
+    x L2s of the pattern's lines (``lines_of(count)``)."""
+    cap = slices * sets * ways
+    for i in picks:
+        count = max(1, int(PATTERN_X[i] * cap))
+        want = second_sweep_misses(lines_of(count), slices, sets, ways, index) / count
+        assert abs(tab[i] - want) < 1e-12, (i, count, tab[i], want)
+
+
 @given(st.sampled_from([3, 4, 6, 10]), st.sampled_from([4, 8, 16]), st.sampled_from([2, 4, 8]),
        st.sampled_from(["xor", "linear"]), st.integers(5, 40), st.integers(1, 8), st.data())
 @settings(max_examples=40, deadline=None)
@@ -46,12 +56,8 @@ def test_pattern_cliff_against_a_naive_l2(slices, sets, ways, index, pitch32, wi
         many = pattern_lines(pitch, width, 64)
         assert many == list(range(many[0], many[0] + 64))
         return
-    cap = slices * sets * ways
-    for i in data.draw(st.lists(st.integers(1, len(PATTERN_X) - 1), min_size=1, max_size=4)):
-        count = max(1, int(PATTERN_X[i] * cap))
-        lines = pattern_lines(pitch, width, count)
-        want = second_sweep_misses(lines, slices, sets, ways, index) / count
-        assert abs(tab[i] - want) < 1e-12, (i, count, tab[i], want)
+    picks = data.draw(st.lists(st.integers(1, len(PATTERN_X) - 1), min_size=1, max_size=4))
+    assert_table(tab, lambda count: pattern_lines(pitch, width, count), slices, sets, ways, index, picks)
 
 
 def test_strided_windows_overflow_sets_that_contiguous_ones_do_not():
@@ -91,12 +97,8 @@ def test_blocks_cliff_against_a_naive_l2(slices, sets, ways, index, pitch_lines,
         many = blocks_lines(pitch, blocks, 3 * pitch_lines)
         assert many == list(range(many[0], many[0] + len(many)))
         return
-    cap = slices * sets * ways
-    for i in data.draw(st.lists(st.integers(1, len(PATTERN_X) - 1), min_size=1, max_size=3)):
-        count = max(1, int(PATTERN_X[i] * cap))
-        lines = blocks_lines(pitch, blocks, count)
-        want = second_sweep_misses(lines, slices, sets, ways, index) / count
-        assert abs(tab[i] - want) < 1e-12, (i, count, tab[i], want)
+    picks = data.draw(st.lists(st.integers(1, len(PATTERN_X) - 1), min_size=1, max_size=3))
+    assert_table(tab, lambda count: blocks_lines(pitch, blocks, count), slices, sets, ways, index, picks)
     # one block a row is `pattern_cliff`'s own pattern
     one = blocks_cliff(slices, sets, ways, index, 1.0, pitch, ((0, LINE),), LINE)
     assert np.array_equal(one, pattern_cliff(slices, sets, ways, index, 1.0, pitch, LINE, LINE))
