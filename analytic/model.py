@@ -91,6 +91,20 @@ def _predict(layer, gpu, kernel, f, machine):
 
 
 @memo(256)
+def _filter_stay(layer, kernel, gpu, machine) -> int:
+    """Strided dgrad: k-steps a filter sector stays in the L1 (at most 64): the L1's lines that the SM's
+    A windows (T_m dy rows each) leave, over the lines a k-step adds (a window's share of new rows at each
+    of a block's taps; of the T_k filter rows, the part that the tap's step, stride_w C e bytes, moves
+    past a line); 0 where the windows fill the L1 (they are read in step: the same k-step)."""
+    cps, ways, sets = machine
+    eb, line = kernel.elem_bytes, gpu.line_bytes
+    window = kernel.tile_m * lines_per_row(layer.k, kernel.tile_k, eb, layer.k * eb, line, line)
+    loading = [nr * ns for *_rest, nr, ns in strided_starts(layer) if nr and ns]
+    taps = sum(loading) / len(loading)
+    new_b = kernel.tile_k * min(1.0, layer.stride[1] * layer.c * eb / line)
+    return min(64, int(max(0.0, ways * sets - cps * window) / (cps * (window / taps + new_b))))
+
+
 def _distinct_subproblems(layer, kernel) -> tuple:
     """Strided dgrad's sub-problems (`dgrad_subproblems`) alike in every figure the GEMM engine reads,
     gathered: ((Geometry, how many), ...). alexnet conv1 has 9 distinct of 16 (a100: 1.23-1.25 -> 0.90-1.19
@@ -130,18 +144,10 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     # (`_geometry.dgrad_step_overlap`, averaged over the first waves' slots)
     share = 1.0
     if len(set(bcls.tolist())) < bcls.shape[0]:
-        # k-steps a filter sector stays in the L1: the L1's lines that the SM's A windows (T_m dy rows
-        # each) leave, over the lines a k-step adds (a window's share of new rows at each of a block's taps;
-        # of the T_k filter rows, the part that the tap's step, stride_w C e bytes, moves past a line);
-        # none where the windows fill the L1 (they are read in step: the same k-step)
-        eb, line = kernel.elem_bytes, gpu.line_bytes
-        window = kernel.tile_m * lines_per_row(layer.k, kernel.tile_k, eb, layer.k * eb, line, line)
-        loading = [nr * ns for *_rest, nr, ns in strided_starts(layer) if nr and ns]
-        taps = sum(loading) / len(loading)
-        new_b = kernel.tile_k * min(1.0, layer.stride[1] * layer.c * eb / line)
-        depth = int(max(0.0, machine[1] * machine[2] - cps * window) / (cps * (window / taps + new_b)))
         share = brep_overlap(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, tpf, bcls,
-                             dgrad_step_overlap(layer, kernel, gpu.sector_bytes, min(depth, 64)), BACK_WAVES)
+                             dgrad_step_overlap(layer, kernel, gpu.sector_bytes, _filter_stay(layer, kernel, gpu,
+                                                                                              machine)),
+                             BACK_WAVES)
     sched = {}
     for geo, _mult in groups:
         key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
