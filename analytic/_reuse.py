@@ -538,7 +538,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     for ci in range(cfg.shape[0]):
         wgt = cfg[ci, 0]
         k = cfg[ci, 1]
-        na = cfg[ci, 2]
+        na = cfg[ci, 2] + cfg[ci, 15]          # out-of-step tiles of a shared window add their lines (NA_EXTRA)
         nb = cfg[ci, 3]
         arep = cfg[ci, 4] > 0.5
         brep = cfg[ci, 5] > 0.5

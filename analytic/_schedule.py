@@ -55,8 +55,8 @@ def tile_of(v, tiles_m, tiles_n, swz):
 
 # columns of sm_configs' rows
 (CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
- CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A) = range(15)
-_CFG_COLS = 15
+ CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A, CFG_NA_EXTRA) = range(16)
+_CFG_COLS = 16
 # waves back that a CTA's tile_m is looked for on its SM (CFG_BACK_A)
 BACK_WAVES = 4
 
@@ -180,8 +180,123 @@ def brep_overlap(tiles_m, tiles_n, swz, sms, cps, m_div, bcls, overlap, max_wave
     return total / count if count else 1.0
 
 
+# a shift of `row_shifts` where two tiles read no common line (one of them done, or other lines of the pixels)
+NO_OVERLAP = 1e18
+
+
 @njit(cache=True)
-def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg, m_div, bcls):
+def row_shifts(subs, nblk, tk, eb, line, width, steps):
+    """Strided dgrad's tiles of one place, at ``steps`` k-steps t_u = u T / steps of the longest
+    sub-problem's T: [f, g, u] = the shift, in dy pixels (rows ``width`` wide), of the rows that sub-problem
+    f's taps read at its k-step t_u from those of g's at its own (CTAs that start together run in step);
+    NO_OVERLAP where f or g is done, or where their channel blocks lie in other lines of a pixel; [f, f, u] =
+    0 while f runs. ``subs`` rows (off_h, off_w, nr, ns) of the loading sub-problems: k-step t reads the
+    tile's rows shifted by (off_h - i, off_w - j), tap (i, j) = divmod(t mod (nr ns), ns), channel block
+    t div (nr ns), whose line in a pixel is (block tk eb) div ``line``. Seed 1 #292 (11x11 stride 3): starts
+    r = 0 and 1 read the same dy rows at every k-step, r = 2 (3 taps, not 4) one filter row off, and
+    further off as its channel blocks come sooner."""
+    n = subs.shape[0]
+    tmax = 1
+    for f in range(n):
+        tmax = max(tmax, nblk * subs[f, 2] * subs[f, 3])
+    steps = min(steps, tmax)
+    out = np.full((n, n, steps), NO_OVERLAP, np.float64)
+    for u in range(steps):
+        t = u * tmax // steps
+        for g in range(n):
+            taps_g = subs[g, 2] * subs[g, 3]
+            if t >= nblk * taps_g:
+                continue
+            ig, jg = divmod(t % taps_g, subs[g, 3])
+            for f in range(n):
+                taps_f = subs[f, 2] * subs[f, 3]
+                if t >= nblk * taps_f:
+                    continue
+                if ((t // taps_g) * tk * eb) // line != ((t // taps_f) * tk * eb) // line:
+                    continue
+                i_f, j_f = divmod(t % taps_f, subs[f, 3])
+                out[f, g, u] = ((subs[f, 0] - i_f) - (subs[g, 0] - ig)) * width + (subs[f, 1] - j_f) - (subs[g, 1] - jg)
+    return out
+
+
+@njit(cache=True, inline="always")
+def _tile_start(apq, f, place):
+    """dy pixel (rows ``apq[-1, 1]`` wide, images ``apq[-1, 0]`` pixels apart) of the first row of
+    sub-problem f's tile at ``place``: its dx rows (n, p', q') in f's own P' x Q' grid (``apq[f]``)."""
+    m = place * apq[-1, 2]
+    n, rem = divmod(m, apq[f, 0] * apq[f, 1])
+    return n * apq[-1, 0] + (rem // apq[f, 1]) * apq[-1, 1] + rem % apq[f, 1]
+
+
+@njit(cache=True, inline="always")
+def _cover(ashift, apq, f, g, u, place):
+    """The share of g's dy lines at k-step u (`row_shifts`) that f's tile at the same ``place`` reads then:
+    two shifts of a tile of tm rows overlap in tm - |shift| rows, the shift counting where each tile's
+    rows start in its own dx grid (sub-problems with other Q' drift apart along the grid)."""
+    sh = ashift[f, g, u]
+    if sh >= NO_OVERLAP:
+        return 0.0
+    d = abs(sh + _tile_start(apq, f, place) - _tile_start(apq, g, place))
+    tm = apq[-1, 2]
+    return 1.0 - d / tm if d < tm else 0.0
+
+
+@njit(cache=True, inline="always")
+def _in_step(ashift, apq, f, g, place):
+    """Whether sub-problem f's tile at ``place`` reads g's dy lines at each of g's k-steps: their tiles
+    start at one pixel and run in grids of one width (and height, where the tile crosses an image)."""
+    m = place * apq[-1, 2]
+    if apq[f, 1] != apq[g, 1]:
+        return False
+    if apq[f, 0] != apq[g, 0] and (m // (apq[f, 0] * apq[f, 1]) != (m + apq[-1, 2] - 1) // (apq[f, 0] * apq[f, 1])
+                                   or m // (apq[g, 0] * apq[g, 1]) != (m + apq[-1, 2] - 1) // (apq[g, 0] * apq[g, 1])):
+        return False
+    for u in range(ashift.shape[2]):
+        if ashift[g, g, u] < NO_OVERLAP and _cover(ashift, apq, f, g, u, place) < 1.0:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _extra_windows(k, tm_, m_div, bcls, ashift, apq, hist):
+    """Strided dgrad: the SM's A lines beyond one window per running place, over the k-steps of
+    ``ashift`` (`row_shifts`): at each, every running slot whose place an earlier running slot holds adds
+    1 less the larger share such a slot covers (`_cover`); ``hist`` [b] = the share of k-steps that add
+    b / 4 windows. Per k-step, not on average: the union of two tiles one filter row apart changes from step
+    to step, and the L1's LRU step is judged on each."""
+    hist[:] = 0.0
+    shared = False
+    for s in range(k):
+        for s2 in range(s):
+            if tm_[s2] != tm_[s] and a_key(tm_[s2], m_div, bcls) == a_key(tm_[s], m_div, bcls):
+                shared = True
+    if not shared:
+        hist[0] = 1.0
+        return
+    steps = ashift.shape[2]
+    for u in range(steps):
+        extra = 0.0
+        for s in range(k):
+            g = tm_[s] // m_div
+            if ashift[g, g, u] >= NO_OVERLAP:
+                continue
+            held = False
+            cover = 0.0
+            for s2 in range(s):
+                f = tm_[s2] // m_div
+                if a_key(tm_[s2], m_div, bcls) != a_key(tm_[s], m_div, bcls) or ashift[f, f, u] >= NO_OVERLAP:
+                    continue
+                held = True
+                if tm_[s2] == tm_[s]:
+                    cover = 1.0
+                cover = max(cover, _cover(ashift, apq, f, g, u, tm_[s] % m_div))
+            if held:
+                extra += 1.0 - cover
+        hist[min(hist.shape[0] - 1, int(4.0 * extra + 0.5))] += 1.0 / steps
+
+
+@njit(cache=True)
+def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg, m_div, bcls, ashift, apq):
     """The CTAs of SM ``sm`` in wave ``w``: their number k, and in ``cfg[s]`` slot s's columns
     CFG_K .. CFG_GAPB (CFG_WEIGHT left alone). ``tm_`` / ``tn_`` (2 cps long: this wave's slots, then the
     previous wave's) hold their tile_m and B keys (`b_key`); distinct A windows are counted by `a_key`."""
@@ -239,6 +354,12 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
                 gapa = s - s2
             elif a_key(tm_[s2], m_div, bcls) == a_key(tm_[s], m_div, bcls):
                 ashare = 1.0
+                if ashift is not None and arep == 0.0 and _in_step(ashift, apq, tm_[s2] // m_div, tm_[s] // m_div,
+                                                                   tm_[s] % m_div):
+                    # another sub-problem whose taps read this tile's dy lines at every k-step: what
+                    # it has just read (seed 1 #292: such CTAs hit 100 % simulated)
+                    arep = 1.0
+                    gapa = s - s2
             if tn_[s2] == tn_[s]:
                 brep = 1.0
                 gapb = s - s2
@@ -307,7 +428,7 @@ def _sample_pairs(ctas, sms, cps, max_samples):
 
 
 @njit(cache=True)
-def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None):
+def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None, ashift=None, apq=None):
     """Co-residency configurations, one row per sampled CTA (columns CFG_*), weights summing to the
     number of CTAs: k CTAs on its SM, na / nb distinct tile_m / tile_n among them, whether an earlier
     slot of the SM holds the same tile_m (AREP) / tile_n (BREP), whether the SM ran CTAs in the previous
@@ -315,7 +436,7 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None)
     distance to the nearest earlier slot with the same tile_m (GAPA) / tile_n (GAPB), 0 if none, and
     the previous wave's distinct tile_m / tile_n on the SM (PREV_NA / PREV_NB, 0 without one), and
     whether an earlier slot holds another tile of the same A window (`a_key`: strided dgrad's sub-problems,
-    ASHARE)."""
+    ASHARE); NA_EXTRA 0 (`sm_config_summary` splits a row by it)."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)
@@ -325,7 +446,7 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None)
     row = 0
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
-                      tm_, tn_, out[row:], m_div, bcls)
+                      tm_, tn_, out[row:], m_div, bcls, ashift, apq)
         for s in range(k):
             out[row + s, CFG_WEIGHT] = pairs[i, 2]
         row += k
@@ -340,15 +461,18 @@ def _config_key(cfg, s, base):
         key = key * base + int(cfg[s, c])
     for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_ASHARE):
         key = key * 2 + int(cfg[s, c])
+    key = key * (4 * base) + int(4.0 * cfg[s, CFG_NA_EXTRA] + 0.5)
     return key
 
 
 @njit(cache=True)
-def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None):
+def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None, ashift=None, apq=None):
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
     appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
     and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us;
-    measured)."""
+    measured). With ``ashift`` and ``apq`` (strided dgrad, `row_shifts`, `_tile_start`) a sample's rows are split by the A windows
+    its SM's out-of-step tiles of one place add (NA_EXTRA, `_extra_windows`), weighted by their share of
+    k-steps."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)
@@ -359,33 +483,41 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     keys = np.empty(16, np.int64)
     m = 0
     base = max(cps, BACK_WAVES) + 1
+    hist = np.zeros(4 * cps + 1, np.float64)
+    hist[0] = 1.0
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
-                      tm_, tn_, cfg, m_div, bcls)
+                      tm_, tn_, cfg, m_div, bcls, ashift, apq)
+        if ashift is not None:
+            _extra_windows(k, tm_, m_div, bcls, ashift, apq, hist)
         for s in range(k):
-            key = _config_key(cfg, s, base)
-            found = -1
-            for j in range(m):
-                if keys[j] == key:
-                    found = j
-                    break
-            if found < 0:
-                if m == keys.shape[0]:
-                    grown = np.zeros((2 * m, _CFG_COLS), np.float64)
-                    gkeys = np.empty(2 * m, np.int64)
-                    for j in range(m):
-                        gkeys[j] = keys[j]
-                        for c in range(_CFG_COLS):
-                            grown[j, c] = out[j, c]
-                    out = grown
-                    keys = gkeys
-                keys[m] = key
-                for c in range(1, _CFG_COLS):
-                    out[m, c] = cfg[s, c]
-                out[m, CFG_WEIGHT] = pairs[i, 2]
-                m += 1
-            else:
-                out[found, CFG_WEIGHT] += pairs[i, 2]
+            for b in range(hist.shape[0]):
+                if hist[b] == 0.0:
+                    continue
+                cfg[s, CFG_NA_EXTRA] = 0.25 * b
+                key = _config_key(cfg, s, base)
+                found = -1
+                for j in range(m):
+                    if keys[j] == key:
+                        found = j
+                        break
+                if found < 0:
+                    if m == keys.shape[0]:
+                        grown = np.zeros((2 * m, _CFG_COLS), np.float64)
+                        gkeys = np.empty(2 * m, np.int64)
+                        for j in range(m):
+                            gkeys[j] = keys[j]
+                            for c in range(_CFG_COLS):
+                                grown[j, c] = out[j, c]
+                        out = grown
+                        keys = gkeys
+                    keys[m] = key
+                    for c in range(1, _CFG_COLS):
+                        out[m, c] = cfg[s, c]
+                    out[m, CFG_WEIGHT] = pairs[i, 2] * hist[b]
+                    m += 1
+                else:
+                    out[found, CFG_WEIGHT] += pairs[i, 2] * hist[b]
     return out[:m]
 
 

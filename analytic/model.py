@@ -16,8 +16,8 @@ from traces.kernel import KernelConfig
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine
 from ._common import nsets as _nsets
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
-from ._geometry import (dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems, geometry, geometry_check,
-                        strided_starts)
+from ._geometry import (dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems, geometry,
+                        geometry_check, strided_starts)
 from ._l2 import banded_refetch_misses, cliff_params, l2_miss_prob, pattern_cliff, swept_rereads
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
@@ -137,7 +137,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     tpf = _cdiv(layer.n * _cdiv(layer.h, layer.stride[0]) * _cdiv(layer.w, layer.stride[1]), kernel.tile_m)
     bcls = dgrad_b_classes(layer, kernel, gpu.sector_bytes)
     cfg = sm_config_summary(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, SM_SAMPLES,
-                            tpf, bcls)
+                            tpf, bcls, *dgrad_a_shifts(layer, kernel, gpu.line_bytes))
     cfg = filters_in_step(cfg, _lockstep_share(layer, kernel, gpu, machine, tpf))
     # a slot that shares an earlier slot's class of filter sectors finds, at one k-step, the sectors both
     # sub-problems' taps read then: all of them for the same sub-problem, a share for another
