@@ -470,9 +470,9 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
     appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
     and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us;
-    measured). With ``ashift`` and ``apq`` (strided dgrad, `row_shifts`, `_tile_start`) a sample's rows are split by the A windows
-    its SM's out-of-step tiles of one place add (NA_EXTRA, `_extra_windows`), weighted by their share of
-    k-steps."""
+    measured). With ``ashift`` and ``apq`` (strided dgrad, `row_shifts`, `_tile_start`) a sample's rows
+    are split by the A windows its SM's out-of-step tiles of one place add (NA_EXTRA, `_extra_windows`),
+    weighted by their share of k-steps."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)

@@ -24,6 +24,7 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
                         l2_classes, sm_config_summary)
+from ._store_only import store_only_rereads
 from ._timeline import lead_share
 from ._issue_order import one_back_tables
 from ._tiers import tiered
@@ -176,9 +177,8 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     uniq_dy = float(_cdiv(layer.n * layer.p * layer.q * layer.k * eb, SEC))
     # in block order (tile_m fastest) sub-problem f + 1's tile i follows f's tile i by the tile_m_per_filter
     # blocks of one sub-problem: in the same wave when that is under a wave, else after their lines
+    cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
     if len(subs) > 1:
-        cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
-        tpf = _cdiv(layer.n * _cdiv(layer.h, layer.stride[0]) * _cdiv(layer.w, layer.stride[1]), kernel.tile_m)
         per_wave = machine[0] * gpu.sms
         if tpf >= per_wave:
             # between the two reads: the other tiles of the sub-problem (their rows span all of dy once),
@@ -197,6 +197,13 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
             total[key] = max(0.0, total[key] + fix)
         for key in (Mx.L2_RD_HITS, Mx.L2_RD_HITS + ":A"):
             total[key] = max(0.0, total[key] - fix)
+    # store-only CTAs' stores between two reads of dy (`_store_only`): those re-reads come from DRAM too
+    more = min(store_only_rereads(layer, kernel, gpu, f, machine, tpf, uniq_dy, cap_lines), total[Mx.L2_RD_HITS + ":A"])
+    if more > 0.0:
+        for key in (Mx.DRAM_RD_SECTORS, Mx.DRAM_RD_SECTORS + ":A", Mx.L2_RD_MISSES, Mx.L2_RD_MISSES + ":A"):
+            total[key] += more
+        for key in (Mx.L2_RD_HITS, Mx.L2_RD_HITS + ":A"):
+            total[key] -= more
     # exact L1 request / sector counts of the whole layer
     for key, name, ops in ((Mx.L1_LD_REQUESTS, "req", "AB"), (Mx.L1_LD_SECTORS, "sec", "AB"),
                            (Mx.L1_ST_REQUESTS, "req", "C"), (Mx.L1_ST_SECTORS, "sec", "C")):

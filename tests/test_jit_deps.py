@@ -29,6 +29,7 @@ JIT_DEPENDENCIES = {
     "analytic._grouped_model": ["analytic/_counts.py", "analytic/_counts_grouped.py", "analytic/_grouped_rereads.py",
                                 "analytic/_l2.py", "analytic/_schedule.py"],
     "analytic._grouped_rereads": ["analytic/_counts.py"],
+    "analytic._store_only": ["analytic/_l2.py", "analytic/_timeline.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)
 CONSTANT_MODULES = {"traces/_layout.py"}

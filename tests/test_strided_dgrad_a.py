@@ -123,7 +123,8 @@ def test_in_step_partners_are_counted_as_tile_repeats():
         for i, v in enumerate(slots):
             g, place = divmod(v, tpf)
             # a tile past its sub-problem's rows reads nothing: there either answer is right (the model's kept)
-            empty = place * KERNEL.tile_m >= LAYER.n * -(-(LAYER.h - starts[g][2]) // 3) * -(-(LAYER.w - starts[g][3]) // 3)
+            rows = LAYER.n * -(-(LAYER.h - starts[g][2]) // 3) * -(-(LAYER.w - starts[g][3]) // 3)
+            empty = place * KERNEL.tile_m >= rows
             for u in slots[:i]:
                 f, place_f = divmod(u, tpf)
                 if empty and place_f == place:
