@@ -125,7 +125,9 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     """Strided dgrad: the sum of its sub-problems (`_geometry.dgrad_subproblems`), each on the GEMM
     engine with the L1 co-residency of the whole grid, with dy's compulsory reads shared: every sub-problem reads (nearly) all of dy,
     one after the other in block order, so a later one finds it in L2 unless the tiles between evict
-    it (their traffic against the L2, the engine's cliff)."""
+    it (their traffic against the L2, the engine's cliff), the store-only CTAs' stores among them
+    (`_store_only`); co-resident tiles of one place in other sub-problems are repeats where in step
+    (`_geometry.dgrad_a_shifts`)."""
     ex = l1_counts(layer, kernel)
     subs = dgrad_subproblems(layer, kernel)
     groups = _distinct_subproblems(layer, kernel)
