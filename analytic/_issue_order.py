@@ -7,7 +7,8 @@ but for the L1's set count:
   filter position t was read at t - 1 by row m + dm, so between the two reads the CTA issues the rest
   of k-step t - 1 after row m + dm and k-step t before row m, not one whole k-step: DESIGN section 3's
   stripmined map issues warp 0's iterations, then warp 1's, and only the reads into the reused line's L1
-  set count. Seed 1 #65 (5x5 on 29-wide images, 128 rows, two warps of one row a request, pixels two
+  set count; within a request the rows come in address order where each fills its own lines
+  (`request_order`). Seed 1 #65 (5x5 on 29-wide images, 128 rows, two warps of one row a request, pixels two
   lines wide): the taps one filter row down (dm = 25) see 51 of a set's 64 lines a k-step, and 55 %
   of them hit in the simulator, where the whole k-step's 64 + 16 filter lines said none.
 * **The tile's own valid rows** (`tile_valid_rows`). A tile at an image's top or bottom edge has fewer
@@ -31,8 +32,8 @@ from simcore._jit import njit
 from ._common import tile_samples
 from ._memo import memo
 
-__all__ = ["one_back_tables", "issue_corrections", "row_positions", "tile_valid_rows", "b_lines_in_a_set", "NQ", "NV",
-           "NB"]
+__all__ = ["one_back_tables", "issue_corrections", "request_order", "row_positions", "tile_valid_rows",
+           "b_lines_in_a_set", "NQ", "NV", "NB"]
 
 #: quantiles kept: of the rows' window corrections, of the tiles' valid rows, of the filter lines in set
 NQ, NV, NB = 4, 8, 2
@@ -204,6 +205,16 @@ def _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, cls, ncls, nq):
     return out
 
 
+def request_order(pos) -> np.ndarray:
+    """Each row's place among every row of a k-step (0 .. T - 1): by its request (``pos``), then within
+    the request by row, which is address order for a stripmined or raked map (seed 31 #13, dense dgrad of
+    1 KB dy pixels, 16 rows a request: a pixel's re-read one tap later meets 239-242 lines of the set
+    between the two requests and the 15 rows of its own two requests on either side, 254-257 against
+    256 ways; the request's rows as neither before nor after gave 240)."""
+    tm = pos.shape[0]
+    return np.argsort(np.argsort(pos * tm + np.arange(tm), kind="stable"), kind="stable")
+
+
 def issue_corrections(win, tm, tk, threads, vector, eb, line, sets, raked=False) -> np.ndarray:
     """`_issue_table` of a window (its batch, image height and channels' count enter only through the
     pixel pitch)."""
@@ -215,9 +226,15 @@ def issue_corrections(win, tm, tk, threads, vector, eb, line, sets, raked=False)
 def _issue_table(R, S, reverse, sh, sw, dh, dw, Q, pitch, tm, tk, threads, vector, line, sets, raked) -> np.ndarray:
     """corr[t, q]: for the reuse at filter position t of what position t - 1 read, the CTA's own window
     (in rows of a k-step, all sets) less the whole k-step the dense window assumes, at the `NQ` quantiles
-    over the tile's rows (module docstring). Negative: fewer lines (the pixel's first reader was a later
-    row, read later in its k-step). Zero where the taps give no whole row shift."""
+    over the tile's rows (module docstring), a request's rows in address order where a row's pixel fills
+    its own lines (``pitch`` >= ``line``; rows that share a line are left unordered). Negative: fewer lines
+    (the pixel's first reader was a later row, read later in its k-step). Zero where the taps give no
+    whole row shift."""
     pos = row_positions(tm, tk, threads, vector, raked)
+    if pitch >= line:
+        # a request's sectors are looked up in ascending address order (DESIGN section 3), so its rows
+        # (each its own lines where a pixel fills one) come one after another: ranked by row within it
+        pos = request_order(pos)
     cls = (np.arange(tm) * pitch // line) % sets
     ncls = float(len(np.unique(cls)))
     out = _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, cls, ncls, NQ)
