@@ -24,7 +24,7 @@ import numpy as np
 
 from ._counts import block_sharing, l1_counts, lines_per_row
 from ._memo import memo
-from ._schedule import row_shifts, step_overlap
+from ._dgrad_places import row_shifts, step_overlap
 
 __all__ = ["Window", "Geometry", "geometry", "grid"]
 
@@ -317,7 +317,7 @@ def dgrad_step_overlap(layer, kernel, sec, depth=0) -> np.ndarray:
     one class share sectors, but near one k-step only where their taps pair up in a sector: seed 1 #292
     (C = 8 fp16, 11x11 stride 3: 16-byte taps, two a sector) has starts s = 0 and 1 in step (4 taps each,
     half their sectors shared at each step) and s = 2 out of step (3 taps). Numba
-    (`_schedule.step_overlap`; tests/test_strided_dgrad_b.py holds the slow reference). Read-only."""
+    (`_dgrad_places.step_overlap`; tests/test_strided_dgrad_b.py holds the slow reference). Read-only."""
     sh, sw = layer.stride
     subs = np.array([(start_r, start_s, nr, ns, sh, sw) for start_r, start_s, _h, _w, nr, ns in strided_starts(layer)
                      if nr and ns], np.int64).reshape(-1, 6)
@@ -332,8 +332,8 @@ def dgrad_step_overlap(layer, kernel, sec, depth=0) -> np.ndarray:
 def dgrad_a_shifts(layer, kernel, line) -> tuple:
     """Strided dgrad, loading sub-problems in `dgrad_b_classes`' order: (``ashift``, ``apq``) for
     `_schedule.sm_config_summary`. ``ashift`` [f, g, u]: the shift in dy pixels of f's read rows from g's at
-    k-step t_u of a tile (`_schedule.row_shifts`, at most 64 k-steps); ``apq``: rows (P', Q') of each, then
-    (P Q, Q, tile_m), which place a tile's rows in its own dx grid (`_schedule._tile_start`). Co-resident
+    k-step t_u of a tile (`_dgrad_places.row_shifts`, at most 64 k-steps); ``apq``: rows (P', Q') of each, then
+    (P Q, Q, tile_m), which place a tile's rows in its own dx grid (`_dgrad_places._tile_start`). Co-resident
     tiles of one place are one A window only where they are in step: seed 1 #292 (11x11 stride 3, starts
     r = 0, 1, 2 of one s on an SM, 16, 16 and 12 taps): the in-step CTAs hit 100 % simulated, the others
     47-74 % (a Python LRU over the first SMs). Read-only."""

@@ -134,7 +134,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     # co-residency on the SMs comes from the whole grid, whose loading sub-problems run side by side in
     # block order (tile_m_per_filter CTAs each): a co-resident or previous CTA shares this one's filter
     # sectors only if its sub-problem is of the same class (`_geometry.dgrad_b_classes`), and reads its
-    # A window if it has the same place in its sub-problem (`_schedule.a_key`); each sub-problem's own
+    # A window if it has the same place in its sub-problem (`_dgrad_places.a_key`); each sub-problem's own
     # grid has its wave statistics (L2)
     cps, swz = machine[0], kernel.swizzle_log
     tpf = _cdiv(layer.n * _cdiv(layer.h, layer.stride[0]) * _cdiv(layer.w, layer.stride[1]), kernel.tile_m)

@@ -1,5 +1,5 @@
 """Strided dgrad: co-resident tiles of one place in other sub-problems (`analytic._geometry.dgrad_a_shifts`,
-`analytic._schedule.row_shifts`): which read the same dy lines at every k-step (in step: what the earlier
+`analytic._dgrad_places.row_shifts`): which read the same dy lines at every k-step (in step: what the earlier
 one has just read), and how much of another's lines the rest cover, against a slow reference of DESIGN
 section 3a's rows and the simulated L1."""
 import dataclasses
@@ -12,7 +12,8 @@ import analytic
 import simcore
 import traces
 from analytic._geometry import dgrad_a_shifts, strided_starts
-from analytic._schedule import CFG_AREP, CFG_NA_EXTRA, SM_SAMPLES, _cover, _in_step, sm_config_summary
+from analytic._dgrad_places import _cover, _in_step
+from analytic._schedule import CFG_AREP, CFG_NA_EXTRA, SM_SAMPLES, sm_config_summary
 from analytic._geometry import dgrad_b_classes
 
 LINE = 128
