@@ -184,16 +184,9 @@ def _extra_windows(k, tm_, m_div, bcls, ashift, apq, hist):
     ``ashift`` (`row_shifts`): at each, every running slot whose place an earlier running slot holds adds
     1 less the larger share such a slot covers (`_cover`); ``hist`` [b] = the share of k-steps that add
     b / 4 windows. Per k-step, not on average: the union of two tiles one filter row apart changes from step
-    to step, and the L1's LRU step is judged on each."""
+    to step, and the L1's LRU step is judged on each. (Where no slot shares another's place, hist[0] = 1:
+    the caller skips it then, `_schedule.sm_config_summary`.)"""
     hist[:] = 0.0
-    shared = False
-    for s in range(k):
-        for s2 in range(s):
-            if tm_[s2] != tm_[s] and a_key(tm_[s2], m_div, bcls) == a_key(tm_[s], m_div, bcls):
-                shared = True
-    if not shared:
-        hist[0] = 1.0
-        return
     steps = ashift.shape[2]
     for u in range(steps):
         extra = 0.0

@@ -34,9 +34,7 @@ import numpy as np
 from simcore._jit import njit
 
 __all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses",
-           "footprint",
-           "swept_rereads",
-           "cliff_params", "hash_dispersion"]
+           "footprint", "swept_rereads", "cliff_params", "hash_dispersion"]
 
 
 @functools.lru_cache(maxsize=64)

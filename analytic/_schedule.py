@@ -29,7 +29,7 @@ from ._memo import memo
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel module it calls
 # into (`_dgrad_places`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "c09a2e5204604541"
+_JIT_DEPS_SHA256 = "e6fcaa629f70a5e2"
 
 _PHI = (math.sqrt(5.0) - 1.0) / 2.0      # low-discrepancy (golden ratio) sample positions
 
@@ -267,6 +267,31 @@ def _config_key(cfg, s, base):
 
 
 @njit(cache=True)
+def _merge_row(out, keys, m, cfg, s, key, weight):
+    """Adds slot s's row of ``cfg`` with ``weight`` to the merged rows ``out`` (``m`` of them, keyed by
+    ``keys``): to the row of its key, or as a new row (both arrays doubled when full). Returns (out, keys,
+    m)."""
+    for j in range(m):
+        if keys[j] == key:
+            out[j, CFG_WEIGHT] += weight
+            return out, keys, m
+    if m == keys.shape[0]:
+        grown = np.zeros((2 * m, _CFG_COLS), np.float64)
+        gkeys = np.empty(2 * m, np.int64)
+        for j in range(m):
+            gkeys[j] = keys[j]
+            for c in range(_CFG_COLS):
+                grown[j, c] = out[j, c]
+        out = grown
+        keys = gkeys
+    keys[m] = key
+    for c in range(1, _CFG_COLS):
+        out[m, c] = cfg[s, c]
+    out[m, CFG_WEIGHT] = weight
+    return out, keys, m + 1
+
+
+@njit(cache=True)
 def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None, ashift=None, apq=None):
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
     appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
@@ -285,40 +310,22 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     m = 0
     base = max(cps, BACK_WAVES) + 1
     hist = np.zeros(4 * cps + 1, np.float64)
-    hist[0] = 1.0
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
                       tm_, tn_, cfg, m_div, bcls, ashift, apq)
-        if ashift is not None:
+        shared = False
+        for s in range(k):
+            shared = shared or cfg[s, CFG_ASHARE] > 0.5
+        if ashift is not None and shared:
             _extra_windows(k, tm_, m_div, bcls, ashift, apq, hist)
+        else:
+            hist[:] = 0.0
+            hist[0] = 1.0
         for s in range(k):
             for b in range(hist.shape[0]):
-                if hist[b] == 0.0:
-                    continue
-                cfg[s, CFG_NA_EXTRA] = 0.25 * b
-                key = _config_key(cfg, s, base)
-                found = -1
-                for j in range(m):
-                    if keys[j] == key:
-                        found = j
-                        break
-                if found < 0:
-                    if m == keys.shape[0]:
-                        grown = np.zeros((2 * m, _CFG_COLS), np.float64)
-                        gkeys = np.empty(2 * m, np.int64)
-                        for j in range(m):
-                            gkeys[j] = keys[j]
-                            for c in range(_CFG_COLS):
-                                grown[j, c] = out[j, c]
-                        out = grown
-                        keys = gkeys
-                    keys[m] = key
-                    for c in range(1, _CFG_COLS):
-                        out[m, c] = cfg[s, c]
-                    out[m, CFG_WEIGHT] = pairs[i, 2] * hist[b]
-                    m += 1
-                else:
-                    out[found, CFG_WEIGHT] += pairs[i, 2] * hist[b]
+                if hist[b] > 0.0:
+                    cfg[s, CFG_NA_EXTRA] = 0.25 * b
+                    out, keys, m = _merge_row(out, keys, m, cfg, s, _config_key(cfg, s, base), pairs[i, 2] * hist[b])
     return out[:m]
 
 

@@ -398,8 +398,9 @@ def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, lin
 
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True, brep_share=1.0):
     """Every metric of the dense GEMM ``geo``. ``counted``: judge the reuses one filter position back on
-    their counted windows (`_issue_order`); strided dgrad's sub-problems do not, since their co-resident
-    sub-problems' dy rows are one averaged window (`_predict_strided_dgrad`)."""
+    their counted windows (`_issue_order`); strided dgrad's sub-problems do not: measured, their counted
+    windows put seed 1 #292 at +28.7 % and seed 4 #70 at 11.9 % (MODEL.md section 9), their co-resident
+    tiles of one place being judged in the configurations (`_dgrad_places`)."""
     win = geo.win
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
     sh, sw, dh, dw = win.sh, win.sw, win.dh, win.dw
@@ -532,10 +533,11 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         # a tile's valid rows over the layer's mean share at each position
         rel = np.where(valid < 0.0, 1.0, valid / np.maximum(rows_t / M, 1e-12)[:, None])
     miss_frac_a = hit_b = miss2_frac_a = 0.0
+    mcls_arr = np.array(mcls, np.float64)
     for lpr_k, sec_w, ks_w in _block_classes(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb),
                                              LINE, SEC, lpr_a, nhwc):
         m1, hb, m2 = l1_configs(
-            hist, phase, nphase, rows_t, cfg, np.array(mcls, np.float64), ncls_l1, float(M), R, S,
+            hist, phase, nphase, rows_t, cfg, mcls_arr, ncls_l1, float(M), R, S,
             float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax),
             float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
             float(ns_life), bfrac, l2cls,
