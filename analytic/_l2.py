@@ -33,7 +33,7 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses",
+__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses", "spread_refetch_misses",
            "footprint", "swept_rereads", "cliff_params", "hash_dispersion"]
 
 
@@ -206,6 +206,26 @@ def banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_
         u = (i + 0.5) / BAND_SAMPLES
         acc += refetch_misses(hist, volume, f1 + u * df, max(0.0, fnew + u * df), cap_lines, ways, cliff)
     return total + share_last * acc / BAND_SAMPLES
+
+
+# places of a line's first read between its two touches by the earlier CTA (`spread_refetch_misses`)
+SPREAD_SAMPLES = 8
+
+
+@njit(cache=True)
+def spread_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff, shrink):
+    """`banded_refetch_misses` of a re-read whose line the earlier CTA touched last up to ``shrink`` lines
+    of its wave's loads after the place the later CTA reads it first (a line of n channel blocks: its
+    other blocks, (n - 1) blocks of R S k-steps later), the place uniform: the footprint f1 - u shrink at
+    `SPREAD_SAMPLES` places."""
+    if shrink <= 0.0:
+        return banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff)
+    acc = 0.0
+    for i in range(SPREAD_SAMPLES):
+        u = (i + 0.5) / SPREAD_SAMPLES
+        acc += banded_refetch_misses(hist, volume, max(0.0, f1 - u * shrink), fnew, df, share_last, crossing,
+                                     cap_lines, ways, cliff)
+    return acc / SPREAD_SAMPLES
 
 
 @njit(cache=True)

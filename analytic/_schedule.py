@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 
+import functools
+
 import numpy as np
 from simcore._jit import njit
 
@@ -549,6 +551,21 @@ def wave_stats(tiles_m, tiles_n, swz, per_wave, max_samples):
         sums[5] += weight * nc * na
         sums[6] += weight * nc * nb
     return hist_a, hist_b, hist_h, sums, per
+
+
+@functools.lru_cache(maxsize=4096)
+def last_wave_hists(tiles_m, tiles_n, swz, per_wave) -> tuple:
+    """(hist_a, hist_h) of the grid's last wave alone (`wave_stats`' histograms sum every wave): its
+    re-reads meet the footprint of a full wave before it and of its own few CTAs."""
+    ctas = tiles_m * tiles_n
+    waves = (ctas + per_wave - 1) // per_wave
+    hist_a = np.zeros(GAP_MAX + 1, np.float64)
+    hist_b = np.zeros(GAP_MAX + 1, np.float64)
+    hist_h = np.zeros(GAP_MAX + 1, np.float64)
+    _wave(waves - 1, ctas, per_wave, tiles_m, tiles_n, swz, hist_a, hist_b, hist_h, 1.0, np.zeros(5, np.float64))
+    hist_a.setflags(write=False)
+    hist_h.setflags(write=False)
+    return hist_a, hist_h
 
 
 # waves whose distinct tile_m differ by more than this ratio are judged apart against the L2 cliff

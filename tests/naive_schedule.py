@@ -81,8 +81,9 @@ def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
     return sorted(rows)
 
 
-def naive_wave_stats(tiles_m, tiles_n, swz, per_wave, gap_max):
-    """(hist_a, hist_b, hist_h, sums) with the meaning of `analytic._schedule.wave_stats`."""
+def naive_wave_stats(tiles_m, tiles_n, swz, per_wave, gap_max, only_wave=None):
+    """(hist_a, hist_b, hist_h, sums) with the meaning of `analytic._schedule.wave_stats`; with
+    ``only_wave``, the histograms of that wave alone (the tiles' last reads still follow every wave)."""
     blocks = naive_valid_blocks(tiles_m, tiles_n, swz)
     nwaves = -(-len(blocks) // per_wave)
     hist_a = [0.0] * (gap_max + 1)
@@ -98,6 +99,12 @@ def naive_wave_stats(tiles_m, tiles_n, swz, per_wave, gap_max):
         def gap(x):
             return min(w - last_m[x], gap_max) if x in last_m else None
 
+        if only_wave is not None and w != only_wave:
+            for x in ms:
+                last_m[x] = w
+            for y in ns:
+                last_n[y] = w
+            continue
         for x in ms:
             if gap(x) is not None:
                 hist_a[gap(x)] += 1

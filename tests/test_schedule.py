@@ -2,10 +2,12 @@
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from analytic._schedule import (CFG_ASHARE, CFG_BREP, CFG_K, CFG_NA, CFG_NB, CFG_PREV, GAP_MAX, l2_classes,
-                               sm_config_summary, sm_configs, tile_of, wave_classes, wave_stats)
+                               last_wave_hists, sm_config_summary, sm_configs, tile_of, wave_classes,
+                               wave_stats)
 from tests.naive_schedule import _dispatch, merge_configs, naive_sm_configs, naive_valid_blocks, naive_wave_stats
 
 grids = st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(0, 3), st.integers(1, 12),
@@ -151,3 +153,16 @@ def test_strided_dgrad_configurations_follow_the_naive_dispatch(tpf, subs, tn, s
                 want[(float(len(tiles)), float(len(set(akeys))), float(len(set(bkeys))),
                       float(bkeys[s] in bkeys[:s]), float(ashare))] += 1
     assert got == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(tm=st.integers(1, 40), tn=st.integers(1, 8), swz=st.integers(0, 3), per_wave=st.integers(1, 30))
+def test_last_wave_hists_are_the_last_waves_own(tm, tn, swz, per_wave):
+    """`last_wave_hists`: the grid's last wave's re-read histograms alone, against the naive dispatch that
+    follows every wave and counts only the last one's fetches."""
+    waves = -(-tm * tn // per_wave)
+    want_a, _b, want_h, _sums = naive_wave_stats(tm, tn, swz, per_wave, GAP_MAX, only_wave=waves - 1)
+    got_a, got_h = last_wave_hists(tm, tn, swz, per_wave)
+    assert got_a.tolist() == pytest.approx(want_a)
+    assert got_h.tolist() == pytest.approx(want_h)
+

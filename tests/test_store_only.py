@@ -53,10 +53,11 @@ def test_no_store_only_sub_problem_adds_nothing():
 def test_dy_rereads_behind_the_store_only_stores_against_the_simulation(monkeypatch):
     # three columns of 128 channels in bands of two: band 0's 96 store-only CTAs store 24.6k lines in a
     # 12.3k-line L2 before band 1 reads dy again, so dy comes from DRAM twice (1.9 x simulated); the loading
-    # CTAs alone would run both bands side by side (predicted -47 % without the store-only term)
+    # CTAs alone would run both bands side by side (predicted -39 % without the store-only term; -47 % before
+    # a full wave's footprint replaced the mean over waves, MODEL.md section 9)
     layer, kernel, gpu = _case()
     sim = traces.simulate_layer(layer, gpu, kernel, jobs=1)
     assert sim[DY_DRAM] > 1.8 * -(-layer.n * layer.p * layer.q * layer.k * 2 // 32)
     assert abs(analytic.predict_layer(layer, gpu, kernel)[DY_DRAM] / sim[DY_DRAM] - 1) < 0.2
     monkeypatch.setattr(analytic.model, "store_only_rereads", lambda *args: 0.0)
-    assert analytic.predict_layer(layer, gpu, kernel)[DY_DRAM] / sim[DY_DRAM] - 1 < -0.4
+    assert analytic.predict_layer(layer, gpu, kernel)[DY_DRAM] / sim[DY_DRAM] - 1 < -0.3
