@@ -33,7 +33,7 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses", "spread_refetch_misses",
+__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses", "spread_refetch_misses", "tile_refetch_misses",
            "footprint", "swept_rereads", "cliff_params", "hash_dispersion"]
 
 
@@ -226,6 +226,23 @@ def spread_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_
         acc += banded_refetch_misses(hist, volume, max(0.0, f1 - u * shrink), fnew, df, share_last, crossing,
                                      cap_lines, ways, cliff)
     return acc / SPREAD_SAMPLES
+
+
+@njit(cache=True)
+def tile_refetch_misses(core_in, core_last, halo_in, halo_last, core, bnd, f_in, f_last, fnew, df, share_a,
+                        cap_lines, ways, cliff, shrink):
+    """`model._tile_refetches`' four sums in one call: the core rows' and the halo rows' re-reads by the
+    full waves (at ``f_in``) and by the partial last wave (at ``f_last``), each `spread_refetch_misses`."""
+    out = 0.0
+    if core > 0.0:
+        out += spread_refetch_misses(core_in, core, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink)
+        out += spread_refetch_misses(core_last, core, f_last, fnew, df, share_a, True, cap_lines, ways, cliff,
+                                     shrink)
+    if bnd > 0.0:
+        out += spread_refetch_misses(halo_in, bnd, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink)
+        out += spread_refetch_misses(halo_last, bnd, f_last, fnew, df, share_a, True, cap_lines, ways, cliff,
+                                     shrink)
+    return out
 
 
 @njit(cache=True)

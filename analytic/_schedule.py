@@ -568,6 +568,28 @@ def last_wave_hists(tiles_m, tiles_n, swz, per_wave) -> tuple:
     return hist_a, hist_h
 
 
+@functools.lru_cache(maxsize=4096)
+def refetch_waves(tiles_m, tiles_n, swz, sms, cps) -> tuple:
+    """`model._tile_refetches`' figures of a grid, once: (full-wave means (distinct tile_m, tile_n, CTAs,
+    tile_m runs), the partial last wave's (zeros where the last wave is full), A's re-read histograms of
+    the full waves and of the last one, and the same for the halo rows)."""
+    hist_a, _hb, hist_h, _sums, per = grid_schedule(tiles_m, tiles_n, swz, sms, cps)[1]
+    rows = per.shape[0]
+    partial = rows > 1 and per[rows - 1, 3] < sms * cps
+    full = per[:rows - 1] if partial else per
+    means = (full[:, 1:5] * full[:, :1]).sum(axis=0) / full[:, 0].sum()
+    if partial:
+        last_a, last_h = last_wave_hists(tiles_m, tiles_n, swz, sms * cps)
+        last = per[rows - 1, 1:5].copy()
+    else:
+        last_a, last_h = np.zeros_like(hist_a), np.zeros_like(hist_h)
+        last = np.zeros(4)
+    out = (means, last, np.maximum(hist_a - last_a, 0.0), last_a, np.maximum(hist_h - last_h, 0.0), last_h)
+    for x in out:
+        x.setflags(write=False)
+    return out
+
+
 # waves whose distinct tile_m differ by more than this ratio are judged apart against the L2 cliff
 WAVE_CLASS_RATIO = 1.1
 

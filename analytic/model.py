@@ -18,13 +18,13 @@ from ._common import nsets as _nsets
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
 from ._geometry import (dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems, geometry,
                         geometry_check, strided_starts)
-from ._l2 import (banded_refetch_misses, cliff_params, l2_miss_prob, pattern_cliff, spread_refetch_misses,
-                  swept_rereads)
+from ._l2 import (banded_refetch_misses, cliff_params, l2_miss_prob, pattern_cliff, swept_rereads,
+                  tile_refetch_misses)
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
-                        l2_classes, last_wave_hists, sm_config_summary)
+                        l2_classes, refetch_waves, sm_config_summary)
 from ._store_only import store_only_rereads
 from ._timeline import lead_share
 from ._issue_order import one_back_tables
@@ -331,8 +331,7 @@ def _line_blocks(C, tk, eb, line, nhwc) -> int:
     return 1
 
 
-def _tile_refetches(hist_ra, hist_rh, core, bnd, f1, fnew, df, share_a, per, grid_key, parts, nline, nblk,
-                    cap_lines, l2_ways, cliff):
+def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nblk, cap_lines, l2_ways, cliff):
     """A's re-fetches of a tile_m by later waves (core rows and halo rows). A full wave's re-read meets a
     full wave's lines (`wave_stats`' rows less the last one's; their mean over every wave with a small
     last wave was short: seed 5 #44, dgrad 7x1 with 2 1/4 waves: one full wave touches 61k lines simulated,
@@ -340,31 +339,19 @@ def _tile_refetches(hist_ra, hist_rh, core, bnd, f1, fnew, df, share_a, per, gri
     wave's loads and half its own, with the full wave's stores. The earlier CTA touched the line last up to
     (n - 1) blocks after the place it is read again (n channel blocks a line): seed 1 #277 (tensor-op, 2
     blocks a line of 6): its lines' first re-reads 41.9k-51.0k lines apart, a full wave 51.9k
-    (`spread_refetch_misses`)."""
+    (`spread_refetch_misses`). ``grid_key``: (tiles_m, tiles_n, swizzle, SMs, CTAs an SM)."""
     dens_l, tm, delta, b_slice_lines, c_lines, full = parts
-    rows = per.shape[0]
-    partial = rows > 1 and per[rows - 1, 3] < grid_key[3]
-    hist_al, hist_hl = last_wave_hists(*grid_key) if partial else (np.zeros_like(hist_ra), np.zeros_like(hist_rh))
-    f_in = f_last = f1
-    full_rows = per[:rows - 1] if partial else per
-    w = full_rows[:, 0].sum()
-    na, nb, nc, runs = (full_rows[:, 1:5] * full_rows[:, :1]).sum(axis=0) / w
+    means, last, core_in, core_last, halo_in, halo_last = refetch_waves(*grid_key)
+    na, nb, nc, runs = means
     loads_f = dens_l * (na * tm + runs * delta) + nb * b_slice_lines
-    if partial:
-        last = per[rows - 1]
-        loads_l = dens_l * (last[1] * tm + last[4] * delta) + last[2] * b_slice_lines
+    f_in = f_last = f1
+    if last[2] > 0.0:
+        loads_l = dens_l * (last[0] * tm + last[3] * delta) + last[1] * b_slice_lines
         f_in = loads_f + nc * c_lines + full
         f_last = 0.5 * (loads_f + loads_l) + nc * c_lines + full
     shrink = loads_f * (nline - 1) / nblk if nblk > 1 else 0.0
-    out = 0.0
-    for hist, hist_l, volume in ((hist_ra, hist_al, core), (hist_rh, hist_hl, bnd)):
-        if volume <= 0.0:
-            continue
-        out += spread_refetch_misses(np.maximum(hist - hist_l, 0.0), volume, f_in, fnew, df, share_a, True,
-                                     cap_lines, l2_ways, cliff, shrink)
-        out += spread_refetch_misses(hist_l, volume, f_last, fnew, df, share_a, True, cap_lines, l2_ways, cliff,
-                                     shrink)
-    return out
+    return tile_refetch_misses(core_in, core_last, halo_in, halo_last, core, bnd, f_in, f_last, fnew, df, share_a,
+                               cap_lines, l2_ways, cliff, shrink)
 
 
 def _row_lines(width, pitch, offset, line):
@@ -624,9 +611,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                                               LINE, nhwc)
     f1 += full
     fnew = max(0.0, fnew + full)
-    reread_a = _tile_refetches(hist_ra, hist_rh, dens * core, dens * bnd, f1, fnew, df, share_a, wave_tab,
-                               (tiles_m, tiles_n, swz, per_wave), (dens_l, tm, delta, b_slice_lines, c_lines, full),
-                               _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, cliff)
+    reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
+                               (dens_l, tm, delta, b_slice_lines, c_lines, full), _line_blocks(C, tk, eb, LINE, nhwc),
+                               nblk, cap_lines, l2_ways, cliff)
     reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, cliff)
     # within-CTA reuses (across filter positions) that miss L1 and L2: once per wave and tile_m (the
     # wave's other CTAs with that tile_m read the same sectors in the same round, right behind it)

@@ -52,7 +52,8 @@ def test_a_small_last_wave_does_not_shrink_the_full_waves_footprint():
     """Two full waves and a quarter one (seed 5 #44's grid): the full waves' re-reads meet a full wave's
     lines, not the mean over the three waves; the last wave's meet half its own loads and half a full
     wave's. Checked against the miss sums at those footprints, by hand."""
-    tiles_m, tiles_n, swz, per_wave = 90, 12, 2, 480
+    tiles_m, tiles_n, swz, sms, cps = 90, 12, 2, 60, 8
+    per_wave = sms * cps
     hist_a, _hb, hist_h, _sums, per = wave_stats(tiles_m, tiles_n, swz, per_wave, 10 ** 6)
     last_a, last_h = last_wave_hists(tiles_m, tiles_n, swz, per_wave)
     assert per[-1, 3] == 120 and np.all(per[:-1, 3] == per_wave)
@@ -65,7 +66,7 @@ def test_a_small_last_wave_does_not_shrink_the_full_waves_footprint():
     loads_last = dens_l * (last[1] * tm + last[4] * delta) + last[2] * b_lines
     f_in, f_last = loads + nc * c_lines, 0.5 * (loads + loads_last) + nc * c_lines
     fnew = 0.5 * f_in
-    got = _tile_refetches(hist_a, hist_h, 100.0, 0.0, 1.0, fnew, 0.0, 0.0, per, (tiles_m, tiles_n, swz, per_wave),
+    got = _tile_refetches(100.0, 0.0, 1.0, fnew, 0.0, 0.0, (tiles_m, tiles_n, swz, sms, cps),
                           (dens_l, tm, delta, b_lines, c_lines, 0.0), 1, 16, CAP, GPU.l2_ways, CLIFF)
     want = (_miss_sum(hist_a - last_a, 100.0, lambda g: f_in + (g - 1) * fnew)
             + _miss_sum(last_a, 100.0, lambda g: f_last + (g - 1) * fnew))
