@@ -33,8 +33,9 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses", "spread_refetch_misses", "tile_refetch_misses",
-           "footprint", "swept_rereads", "cliff_params", "hash_dispersion"]
+__all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses",
+           "spread_refetch_misses", "tile_refetch_misses", "footprint", "swept_rereads", "cliff_params",
+           "hash_dispersion"]
 
 
 @functools.lru_cache(maxsize=64)

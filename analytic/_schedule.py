@@ -19,9 +19,8 @@ fewer pairs than that), so the cost is bounded whatever the batch size.
 """
 from __future__ import annotations
 
-import math
-
 import functools
+import math
 
 import numpy as np
 from simcore._jit import njit

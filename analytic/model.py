@@ -331,6 +331,12 @@ def _line_blocks(C, tk, eb, line, nhwc) -> int:
     return 1
 
 
+def _wave_loads(dens_l, tm, delta, b_slice_lines, na, nb, runs):
+    """Lines a wave loads: its distinct tile_m's rows (``na`` of them in ``runs`` runs of adjacent tiles,
+    one halo of ``delta`` rows a run) and its distinct tile_n's filter slices."""
+    return dens_l * (na * tm + runs * delta) + nb * b_slice_lines
+
+
 def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nblk, cap_lines, l2_ways, cliff):
     """A's re-fetches of a tile_m by later waves (core rows and halo rows). A full wave's re-read meets a
     full wave's lines (`wave_stats`' rows less the last one's; their mean over every wave with a small
@@ -343,10 +349,10 @@ def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nb
     dens_l, tm, delta, b_slice_lines, c_lines, full = parts
     means, last, core_in, core_last, halo_in, halo_last = refetch_waves(*grid_key)
     na, nb, nc, runs = means
-    loads_f = dens_l * (na * tm + runs * delta) + nb * b_slice_lines
+    loads_f = _wave_loads(dens_l, tm, delta, b_slice_lines, na, nb, runs)
     f_in = f_last = f1
     if last[2] > 0.0:
-        loads_l = dens_l * (last[0] * tm + last[3] * delta) + last[1] * b_slice_lines
+        loads_l = _wave_loads(dens_l, tm, delta, b_slice_lines, last[0], last[1], last[3])
         f_in = loads_f + nc * c_lines + full
         f_last = 0.5 * (loads_f + loads_l) + nc * c_lines + full
     shrink = loads_f * (nline - 1) / nblk if nblk > 1 else 0.0
@@ -603,7 +609,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     b_slice = uniq_b / tiles_n
     c_lines = _cdiv(M * K * eb, LINE) / ctas
     # lines touched in one wave, and per further wave (tiles not shared with the wave before)
-    f1 = dens_l * (na_wave * tm + runs_wave * delta) + nb_wave * b_slice_lines + ctas_wave * c_lines
+    f1 = _wave_loads(dens_l, tm, delta, b_slice_lines, na_wave, nb_wave, runs_wave) + ctas_wave * c_lines
     fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
     # the stores between a re-read and its read: the lines each band of columns touches (a partial last
     # column's fewer)
