@@ -35,7 +35,7 @@ from simcore._jit import njit
 
 __all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses",
            "spread_refetch_misses", "tile_refetch_misses", "footprint", "swept_rereads", "cliff_params",
-           "hash_dispersion"]
+           "hash_dispersion", "blocks_dispersion"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -105,6 +105,28 @@ def blocks_cliff(slices: int, sets: int, ways: int, index: str, capacity: float,
     return _residue_cliff(slices, sets, ways, index, cap, step, tuple(residues))
 
 
+@functools.lru_cache(maxsize=1024)
+def blocks_dispersion(slices: int, sets: int, ways: int, index: str, pitch: int, blocks: tuple, line: int) -> float:
+    """`hash_dispersion` of lines laid out as ``blocks`` ((first byte, width), ...) every ``pitch`` bytes
+    (the pixels a strided 1x1 filter reads, nhwc): one L2's worth of such lines mapped by the slice and set
+    functions. Where the blocks skip lines the sets fill far less evenly than with contiguous lines (a100,
+    8 lines of every 16: D = 3.44, contiguous 0.51; p100 16.0, contiguous 0). The contiguous D where
+    the blocks touch every line."""
+    if pitch <= line:
+        return hash_dispersion(slices, sets, ways, index)
+    period = line // math.gcd(pitch, line)
+    step = period * pitch // line
+    residues = sorted({x % step for i in range(period) for first, width in blocks
+                       for x in range((i * pitch + first) // line, (i * pitch + first + width - 1) // line + 1)})
+    if len(residues) == step:
+        return hash_dispersion(slices, sets, ways, index)
+    n = slices * sets * ways
+    reps = n // len(residues) + 1
+    lines = (np.arange(reps, dtype=np.int64)[:, None] * step + np.array(residues, np.int64)[None, :]).ravel()[:n]
+    counts = np.bincount(_set_ids(lines, slices, sets, index), minlength=slices * sets)
+    return float(counts.var() / counts.mean())
+
+
 @functools.lru_cache(maxsize=256)
 def _residue_cliff(slices, sets, ways, index, cap, step, residues):
     """`pattern_cliff` of the lines j·step + r (r in ``residues``), ascending, for a window of useful
@@ -152,6 +174,10 @@ def cliff_params(gpu, factors) -> tuple:
             hash_dispersion(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index))
 
 
+#: the re-read line's own place among its set's share of the window (see `l2_miss_prob`)
+OWN_PLACE = 1.0
+
+
 @njit(cache=True)
 def l2_miss_prob(x, ways, cliff):
     """P(miss) of a reuse whose LRU window holds x (in units of the useful L2 capacity) distinct
@@ -161,7 +187,8 @@ def l2_miss_prob(x, ways, cliff):
     if x <= 0.0:
         return 0.0
     lam = ways * x
-    z = (ways - 0.5 - lam) / math.sqrt(cliff[0] * cliff[0] * lam + cliff[1] * lam * x)
+    spread = cliff[0] * cliff[0]
+    z = (ways - 0.5 + OWN_PLACE - spread - cliff[1] * x - lam) / math.sqrt(spread * lam + cliff[1] * lam * x)
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 

@@ -18,8 +18,8 @@ from ._common import nsets as _nsets
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
 from ._geometry import (dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems, geometry,
                         geometry_check, strided_starts)
-from ._l2 import (banded_refetch_misses, cliff_params, l2_miss_prob, pattern_cliff, swept_rereads,
-                  tile_refetch_misses)
+from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
+                  swept_rereads, tile_refetch_misses)
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
@@ -30,7 +30,7 @@ from ._timeline import lead_share
 from ._issue_order import one_back_tables
 from ._tiers import tiered
 from ._window import a_window
-from ._stores import stores_in_l2, write_side
+from ._stores import row_lines, stores_in_l2, wave_store_lines, write_side
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
@@ -360,12 +360,21 @@ def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nb
                                cap_lines, l2_ways, cliff, shrink)
 
 
-def _row_lines(width, pitch, offset, line):
-    """Mean lines that ``width`` bytes at ``offset`` of rows ``pitch`` bytes apart touch, each row its
-    own (over one period of the rows' alignment to a line; `_counts.lines_per_row` counts a line that
-    consecutive rows share once)."""
-    period = line // math.gcd(pitch, line)
-    return sum((((r * pitch + offset) % line) + width + line - 1) // line for r in range(period)) / period
+def _wave_cliff(gpu, cliff, win, eb, line, nhwc, share_a):
+    """The L2 cliff of a window of whole waves (a tile re-fetched by a later wave), whose A lines, a share
+    ``share_a`` of it, are the pixels the filter reads: where a strided filter skips pixels (1x1 stride 2:
+    C e bytes every 2 C e) those lines fill the sets far less evenly than contiguous ones
+    (`_l2.blocks_dispersion`), and the window's dispersion is its lines' mean. resnet50 layer2.0.downsample.0
+    on the a100, batch 32: re-fetches 0.92 L2s apart miss 56 % simulated; D 3.44 for its pixels, 0.51
+    contiguous."""
+    if not nhwc or win.sw <= 1 or share_a <= 0.0:
+        return cliff
+    pix = win.c * eb
+    covered = sorted({(s * win.dw) % win.sw for s in range(win.s)})
+    d_a = blocks_dispersion(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, win.sw * pix,
+                            tuple((r * pix, pix) for r in covered), line)
+    share = min(1.0, share_a)
+    return (cliff[0], share * d_a + (1.0 - share) * cliff[1])
 
 
 @memo(4096)
@@ -393,7 +402,7 @@ def _block_classes(C, tk, eb, step, pos_step, line, sec, lpr_a, nhwc) -> tuple:
 
 
 @memo(4096)
-def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, line, nhwc):
+def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, line, nhwc, wave=None):
     """The stores of the grid's bands of 2^swz tile_n columns (the grid walks one band's tile_m after
     another, `_schedule.last_before`). Between a tile_m's read in one band and its re-read in the next,
     the CTAs store their rows' lines, each CTA the lines its T_m rows of the band's outputs touch over the
@@ -402,7 +411,7 @@ def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, lin
     lines a CTA), and a partial last column stores fewer. Returns (lines a full band's wave stores
     beyond the mean ``c_lines`` a CTA, the last band's wave minus a full band's, the share of A's
     band-crossing re-reads that cross into the last band, the share of B's re-reads within it). Zeros
-    for one band."""
+    for one band. ``wave``: (CTAs a full wave, M, T_m), to count the stores of waves that span bands."""
     width = 1 << swz
     full_rows = tiles_n >> swz
     rem = tiles_n - full_rows * width
@@ -413,13 +422,20 @@ def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, lin
     # the bands one wave's CTAs span: a window that holds several adjacent bands touches their shared
     # lines once (`ctas_wave` ~ tiles_m x width: about one band a window)
     span = max(1, min(nbands, int(round(ctas_wave / (tiles_m * width)))))
+    if span > 1 and nhwc and wave is not None and tiles_m * tiles_n >= wave[0]:
+        # waves across several bands, each at its own offset in them: their stores counted wave by wave
+        # (`_stores.wave_store_lines`; seed 13 #10, a wave of 56 CTAs down 36-tile columns of 64 bytes a
+        # row: 13,312 lines simulated, where the bands' mean took two columns a line, 10,000)
+        per_wave, M, tm = wave
+        c_full = wave_store_lines(tiles_m, tiles_n, swz, per_wave, M, tm, tn, K, eb, line) / per_wave
+        return ctas_wave * (c_full - c_lines), 0.0, 1.0 / (nbands - 1), (rem if rem else width) / tiles_n
 
     def band(b):                                  # lines a CTA of band b stores (with the next span - 1)
         c0 = b * width
         cols = min(span * width, tiles_n - c0)
         lo, hi = c0 * tn, min(K, (c0 + cols) * tn)
         if nhwc:
-            return _row_lines((hi - lo) * eb, K * eb, lo * eb, line) * rows / cols
+            return row_lines((hi - lo) * eb, K * eb, lo * eb, line) * rows / cols
         return c_lines * tiles_n / K * (hi - lo) / cols     # nchw: a CTA's planes, one an output column
 
     seen = {}
@@ -527,7 +543,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         # grid whose waves differ (a partial last wave; swizzled column pairs, then a lone column) misses
         # where its larger waves reach the cliff, not where their average does; a wave's tiles' windows
         # overlap where the filter reaches far, and count at most its distinct A lines
-        l2cls = l2_classes(wave_tab, tiles_m, cap_lines, b_lines_round, uniq_a_lines / M, float(tm), delta)
+        l2cls = l2_classes(wave_tab, tiles_m, cap_lines, b_lines_round, uniq_a_lines / M, M / tiles_m, delta)
     else:
         l2cls = _NO_CLASS
     l2_ways = float(gpu.l2_ways)
@@ -609,18 +625,21 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     b_slice = uniq_b / tiles_n
     c_lines = _cdiv(M * K * eb, LINE) / ctas
     # lines touched in one wave, and per further wave (tiles not shared with the wave before)
-    f1 = _wave_loads(dens_l, tm, delta, b_slice_lines, na_wave, nb_wave, runs_wave) + ctas_wave * c_lines
+    rows_tm = M / tiles_m                                # a tile_m's mean rows (the last one is partial)
+    f1 = _wave_loads(dens_l, rows_tm, delta, b_slice_lines, na_wave, nb_wave, runs_wave) + ctas_wave * c_lines
     fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
     # the stores between a re-read and its read: the lines each band of columns touches (a partial last
     # column's fewer)
     full, df, share_a, share_b = _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, M / tiles_m, tn, K, eb, swz,
-                                              LINE, nhwc)
+                                              LINE, nhwc, (per_wave, M, tm))
     f1 += full
     fnew = max(0.0, fnew + full)
+    wave_cliff = _wave_cliff(gpu, cliff, win, eb, LINE, nhwc,
+                             _wave_loads(dens_l, rows_tm, delta, 0.0, na_wave, nb_wave, runs_wave) / max(f1, 1e-300))
     reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
-                               (dens_l, tm, delta, b_slice_lines, c_lines, full), _line_blocks(C, tk, eb, LINE, nhwc),
-                               nblk, cap_lines, l2_ways, cliff)
-    reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, cliff)
+                               (dens_l, rows_tm, delta, b_slice_lines, c_lines, full), _line_blocks(C, tk, eb, LINE, nhwc),
+                               nblk, cap_lines, l2_ways, wave_cliff)
+    reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, wave_cliff)
     # within-CTA reuses (across filter positions) that miss L1 and L2: once per wave and tile_m (the
     # wave's other CTAs with that tile_m read the same sectors in the same round, right behind it)
     inner = miss2_frac_a * rows_total * spr

@@ -5,7 +5,8 @@ from hypothesis import given, settings, strategies as st
 
 from analytic._l2 import banded_refetch_misses, cliff_params, refetch_misses
 from analytic.factors import ReuseFactors
-from analytic.model import _band_stores, _row_lines
+from analytic._stores import row_lines as _row_lines
+from analytic.model import _band_stores
 import simcore
 
 LINE = 128
