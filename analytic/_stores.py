@@ -3,6 +3,7 @@ and its DRAM writes, from the waves' reads and stores (`stores_in_l2`), and the 
 loads (`write_side`: the grouped engine's dense part)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -60,16 +61,41 @@ def wave_store_lines(tiles_m, tiles_n, swz, per_wave, M, tm, tn, K, eb, line) ->
         np.minimum.at(lo, tile, col)
         np.maximum.at(hi, tile, col)
         held = np.nonzero(hi >= 0)[0]
-        counts = rows[held]
-        start = np.repeat(held * tm - np.cumsum(counts) + counts, counts)
-        m = start + np.arange(counts.sum(), dtype=np.int64)          # the wave's rows, ascending
-        a = np.repeat(lo[held] * tn * eb, counts)
-        b = np.repeat(np.minimum(K, (hi[held] + 1) * tn) * eb, counts)
-        first = (m * pitch + a) // line
-        last = (m * pitch + b - 1) // line
-        # rows' spans are disjoint and ascending in bytes: a line two rows share, only neighbours in m
-        total += float((last - first + 1).sum() - np.maximum(0, last[:-1] - first[1:] + 1).sum())
+        # runs of adjacent tiles with one column range: contiguous rows, counted a period of their
+        # alignment to a line at a time; a line two neighbouring runs' rows share counted once
+        cut = np.nonzero((np.diff(held) != 1) | (np.diff(lo[held]) != 0) | (np.diff(hi[held]) != 0))[0] + 1
+        prev_last = -1
+        for r0, r1 in zip(np.concatenate(([0], cut)), np.concatenate((cut, [held.shape[0]]))):
+            i0, i1 = held[r0], held[r1 - 1]
+            m0, m1 = i0 * tm, min(M, (i1 + 1) * tm)
+            c0, c1 = lo[i0] * tn * eb, min(K, (hi[i0] + 1) * tn) * eb
+            total += _run_lines(m0, m1, pitch, c0, c1, line)
+            first = (m0 * pitch + c0) // line
+            total -= max(0, prev_last - first + 1)
+            prev_last = ((m1 - 1) * pitch + c1 - 1) // line
     return total / waves.shape[0]
+
+
+def _run_lines(m0, m1, pitch, c0, c1, line):
+    """Distinct lines of bytes [c0, c1) of rows m0 .. m1 - 1, ``pitch`` bytes apart: each row's lines, less
+    those it shares with the next, summed a period of the rows' alignment to a line at a time."""
+    spans, shared = _row_period(pitch, c0, c1, line)
+    period = spans.shape[0]
+    n = m1 - m0
+    k = np.arange(n % period)
+    out = (n // period) * spans.sum() + spans[(m0 + k) % period].sum()
+    k = np.arange((n - 1) % period)
+    out -= ((n - 1) // period) * shared.sum() + shared[(m0 + k) % period].sum()
+    return float(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _row_period(pitch, c0, c1, line):
+    """Per residue r of a row mod the period of its alignment to a line: (lines of bytes [c0, c1) of row r,
+    lines it shares with row r + 1)."""
+    m = np.arange(line // math.gcd(pitch, line), dtype=np.int64)
+    first, last = (m * pitch + c0) // line, (m * pitch + c1 - 1) // line
+    return last - first + 1, np.maximum(0, last - ((m + 1) * pitch + c0) // line + 1)
 
 
 def stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum) -> tuple:

@@ -634,8 +634,10 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                                               LINE, nhwc, (per_wave, M, tm))
     f1 += full
     fnew = max(0.0, fnew + full)
-    wave_cliff = _wave_cliff(gpu, cliff, win, eb, LINE, nhwc,
-                             _wave_loads(dens_l, rows_tm, delta, 0.0, na_wave, nb_wave, runs_wave) / max(f1, 1e-300))
+    wave_cliff = cliff
+    if nhwc and sw > 1:
+        wave_cliff = _wave_cliff(gpu, cliff, win, eb, LINE, nhwc,
+                                 _wave_loads(dens_l, rows_tm, delta, 0.0, na_wave, nb_wave, runs_wave) / max(f1, 1e-300))
     reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
                                (dens_l, rows_tm, delta, b_slice_lines, c_lines, full), _line_blocks(C, tk, eb, LINE, nhwc),
                                nblk, cap_lines, l2_ways, wave_cliff)
