@@ -11,11 +11,12 @@ from simcore import CacheConfig
 from tests.naive_cache import NaiveCache, NaiveHierarchy
 
 
-def naive_dispersion(slices, sets, ways, index):
-    """Lines per (slice, set) of lines 0 .. slices*sets*ways - 1, mapped as NaiveHierarchy maps them."""
+def naive_dispersion(slices, sets, ways, index, lines=None):
+    """Variance / mean of the lines per (slice, set) of ``lines`` (default 0 .. slices*sets*ways - 1), mapped
+    as NaiveHierarchy maps them."""
     slice_cache = NaiveCache(CacheConfig(sets * ways * 128, ways, 128, 32, index))
     counts = {}
-    for line in range(slices * sets * ways):
+    for line in range(slices * sets * ways) if lines is None else lines:
         h = line ^ (line >> 7) ^ (line >> 14) if index == "xor" else line
         key = (h % slices, slice_cache.set_index(line // slices))
         counts[key] = counts.get(key, 0) + 1

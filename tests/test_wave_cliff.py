@@ -13,31 +13,15 @@ import simcore
 import traces
 from analytic._l2 import OWN_PLACE, blocks_dispersion, hash_dispersion, l2_miss_prob
 from analytic._stores import STORE_WAVES, wave_store_lines
-from simcore import CacheConfig
-from tests.naive_cache import NaiveCache
 from tests.naive_schedule import naive_valid_blocks
-from tests.test_l2_dispersion import _sweep_miss
+from tests.test_l2_dispersion import _sweep_miss, naive_dispersion
+from tests.test_l2_pattern import blocks_lines
 
 
-def naive_blocks_dispersion(slices, sets, ways, index, pitch, blocks, line=128):
-    """Lines per (slice, set) of the first slices*sets*ways distinct lines that pixels 0, 1, ... touch
-    (``blocks`` of each, ``pitch`` bytes apart), mapped as the naive hierarchy maps them."""
-    slice_cache = NaiveCache(CacheConfig(sets * ways * 128, ways, 128, 32, index))
-    want = slices * sets * ways
-    lines, pixel = set(), 0
-    while len(lines) < want + 64:
-        for first, width in blocks:
-            start = pixel * pitch + first
-            lines.update(range(start // line, (start + width - 1) // line + 1))
-        pixel += 1
-    counts = {}
-    for ln in sorted(lines)[:want]:
-        h = ln ^ (ln >> 7) ^ (ln >> 14) if index == "xor" else ln
-        key = (h % slices, slice_cache.set_index(ln // slices))
-        counts[key] = counts.get(key, 0) + 1
-    values = [counts.get((s, t), 0) for s in range(slices) for t in range(sets)]
-    mean = sum(values) / len(values)
-    return sum((v - mean) ** 2 for v in values) / len(values) / mean
+def naive_blocks_dispersion(slices, sets, ways, index, pitch, blocks):
+    """`naive_dispersion` of the first slices*sets*ways distinct lines that pixels 0, 1, ... touch
+    (``blocks`` of each, ``pitch`` bytes apart)."""
+    return naive_dispersion(slices, sets, ways, index, blocks_lines(pitch, blocks, slices * sets * ways))
 
 
 @given(st.sampled_from([12, 16, 20, 32, 40]), st.sampled_from([16, 32, 64]), st.integers(2, 8),
