@@ -94,15 +94,20 @@ def blocks_cliff(slices: int, sets: int, ways: int, index: str, capacity: float,
     if pitch <= line:
         return None
     cap = slices * sets * ways * capacity
-    # the rows' lines repeat every `period` rows, `step` lines on: the residues (mod step) one period
-    # touches, then as many periods as the window needs
-    period = line // math.gcd(pitch, line)
-    step = period * pitch // line
-    residues = sorted({x % step for i in range(period) for first, width in blocks
-                       for x in range((i * pitch + first) // line, (i * pitch + first + width - 1) // line + 1)})
+    step, residues = _block_residues(pitch, blocks, line)
     if len(residues) == step:
         return None                                  # every line: contiguous after all
-    return _residue_cliff(slices, sets, ways, index, cap, step, tuple(residues))
+    return _residue_cliff(slices, sets, ways, index, cap, step, residues)
+
+
+def _block_residues(pitch, blocks, line):
+    """(step, residues): the rows' lines repeat every `period` rows, ``step`` lines on; the residues (mod
+    step) one period of ``blocks`` every ``pitch`` bytes touches, ascending."""
+    period = line // math.gcd(pitch, line)
+    step = period * pitch // line
+    return step, tuple(sorted({x % step for i in range(period) for first, width in blocks
+                               for x in range((i * pitch + first) // line,
+                                              (i * pitch + first + width - 1) // line + 1)}))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -114,10 +119,7 @@ def blocks_dispersion(slices: int, sets: int, ways: int, index: str, pitch: int,
     the blocks touch every line."""
     if pitch <= line:
         return hash_dispersion(slices, sets, ways, index)
-    period = line // math.gcd(pitch, line)
-    step = period * pitch // line
-    residues = sorted({x % step for i in range(period) for first, width in blocks
-                       for x in range((i * pitch + first) // line, (i * pitch + first + width - 1) // line + 1)})
+    step, residues = _block_residues(pitch, blocks, line)
     if len(residues) == step:
         return hash_dispersion(slices, sets, ways, index)
     n = slices * sets * ways
@@ -181,9 +183,11 @@ OWN_PLACE = 1.0
 @njit(cache=True)
 def l2_miss_prob(x, ways, cliff):
     """P(miss) of a reuse whose LRU window holds x (in units of the useful L2 capacity) distinct
-    other lines, in an L2 of ``ways``-way sets: P(count >= ways), the count ways·x on average, with
+    other lines, in an L2 of ``ways``-way sets: P(count >= ways), the count ways·x − κ on average, with
     variance s²·ways·x + D·ways·x² for ``cliff`` = (s, D) (`cliff_params`; normal approximation with
-    continuity correction)."""
+    continuity correction). κ = `OWN_PLACE` − s² − D·x: where the window spreads evenly the re-read line
+    is one of its set's share, so the set holds one fewer of the others; a scattered spread puts a line
+    in a fuller set more often, by the spread's variance / mean (lines dropped at random: κ = 0)."""
     if x <= 0.0:
         return 0.0
     lam = ways * x
