@@ -290,7 +290,7 @@ def _valid_table(g, picks, out):
             total += valid[i, nxt]
         if mean <= 0.0 or total <= 0.0:
             continue
-        order = np.argsort(valid[:, t])
+        order = np.argsort(valid[:, t], kind="mergesort")       # stable: tied tiles in order, as summed
         acc = 0.0
         v = 0
         for j in range(n):
