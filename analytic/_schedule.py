@@ -59,6 +59,20 @@ def tile_of(v, tiles_m, tiles_n, swz):
     return x // rem, (full_rows << swz) + x % rem
 
 
+@njit(cache=True)
+def column_ranges(first, count, tiles_m, tiles_n, swz):
+    """(lo, hi) per tile_m: the lowest and highest tile_n among valid blocks first .. first + count - 1
+    (`tile_of`; -1 / tiles_n where the range holds none of the tile's blocks). A tile's blocks come in
+    ascending tile_n, so the range holds every column between."""
+    lo = np.full(tiles_m, tiles_n, np.int64)
+    hi = np.full(tiles_m, -1, np.int64)
+    for v in range(first, first + count):
+        t, n = tile_of(v, tiles_m, tiles_n, swz)
+        lo[t] = min(lo[t], n)
+        hi[t] = max(hi[t], n)
+    return lo, hi
+
+
 # columns of sm_configs' rows
 (CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
  CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A, CFG_NA_EXTRA) = range(16)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ._common import cdiv as _cdiv, dirty_at_end
 from ._memo import memo
-from ._schedule import grid_schedule
+from ._schedule import column_ranges, grid_schedule
 from ._window import a_window
 
 __all__ = ["stores_in_l2", "write_side", "row_lines", "wave_store_lines"]
@@ -31,35 +31,19 @@ def row_lines(width, pitch, offset, line):
 def wave_store_lines(tiles_m, tiles_n, swz, per_wave, M, tm, tn, K, eb, line) -> float:
     """Distinct lines a full wave's CTAs store (nhwc), the mean over its full waves (`STORE_WAVES` of them
     at most, evenly spaced): each tile_m's rows touch, in each row, the lines of the columns the wave
-    holds of it, a line two of those columns (or two rows) share once and a line of a column the wave
-    does not hold (a neighbour in another wave) touched all the same. Seed 13 #10 (K = 192 fp16 in 32-wide columns,
-    64 bytes a row: two columns a line; 56 CTAs a wave down the columns): a wave of column 1's last 16
-    tiles and column 2's 36 stores 13,312 lines simulated, 52 CTAs x 256; one line a row per two
-    columns, the layer's mean, gives 7,168."""
+    holds of it (`_schedule.column_ranges`), a line two of those columns (or two rows) share once and a
+    line of a column the wave does not hold (a neighbour in another wave) touched all the same. Seed 13
+    #10 (K = 192 fp16 in 32-wide columns, 64 bytes a row: two columns a line; 56 CTAs a wave down the
+    columns): a wave of column 1's last 16 tiles and column 2's 36 stores 13,312 lines simulated, 52 CTAs
+    x 256; one line a row per two columns, the layer's mean, gives 7,168."""
     ctas = tiles_m * tiles_n
     n_full = ctas // per_wave
     if n_full < 1:
         return 0.0
-    width = 1 << swz
-    g = tiles_m * width
-    full_rows = tiles_n >> swz
-    rem = tiles_n - (full_rows << swz)
-    rows = np.full(tiles_m, tm, np.int64)
-    rows[-1] = M - (tiles_m - 1) * tm
-    pitch = K * eb
     total = 0.0
     waves = np.unique(np.linspace(0, n_full - 1, min(n_full, STORE_WAVES)).round().astype(np.int64))
     for w in waves:
-        v = np.arange(w * per_wave, (w + 1) * per_wave, dtype=np.int64)
-        r = v // g
-        x = v - np.minimum(r, full_rows) * g
-        in_full = r < full_rows
-        tile = np.where(in_full, x >> swz, x // max(rem, 1))
-        col = np.where(in_full, (r << swz) + (x & (width - 1)), (full_rows << swz) + x % max(rem, 1))
-        lo = np.full(tiles_m, tiles_n, np.int64)
-        hi = np.full(tiles_m, -1, np.int64)
-        np.minimum.at(lo, tile, col)
-        np.maximum.at(hi, tile, col)
+        lo, hi = column_ranges(int(w) * per_wave, per_wave, tiles_m, tiles_n, swz)
         held = np.nonzero(hi >= 0)[0]
         # runs of adjacent tiles with one column range: contiguous rows, counted a period of their
         # alignment to a line at a time; a line two neighbouring runs' rows share counted once
@@ -69,10 +53,9 @@ def wave_store_lines(tiles_m, tiles_n, swz, per_wave, M, tm, tn, K, eb, line) ->
             i0, i1 = held[r0], held[r1 - 1]
             m0, m1 = i0 * tm, min(M, (i1 + 1) * tm)
             c0, c1 = lo[i0] * tn * eb, min(K, (hi[i0] + 1) * tn) * eb
-            total += _run_lines(m0, m1, pitch, c0, c1, line)
-            first = (m0 * pitch + c0) // line
-            total -= max(0, prev_last - first + 1)
-            prev_last = ((m1 - 1) * pitch + c1 - 1) // line
+            total += _run_lines(m0, m1, K * eb, c0, c1, line)
+            total -= max(0, prev_last - (m0 * K * eb + c0) // line + 1)
+            prev_last = ((m1 - 1) * K * eb + c1 - 1) // line
     return total / waves.shape[0]
 
 

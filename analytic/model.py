@@ -474,6 +474,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # ---- grid, occupancy, waves -----------------------------------------------------------------
     tiles_m = _cdiv(M, tm)
     tiles_n = _cdiv(K, tn)
+    rows_tm = M / tiles_m                                # a tile_m's mean rows (the last one is partial)
     ctas = tiles_m * tiles_n
     cps, ways, sets = machine
     per_wave = cps * sms
@@ -543,7 +544,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         # grid whose waves differ (a partial last wave; swizzled column pairs, then a lone column) misses
         # where its larger waves reach the cliff, not where their average does; a wave's tiles' windows
         # overlap where the filter reaches far, and count at most its distinct A lines
-        l2cls = l2_classes(wave_tab, tiles_m, cap_lines, b_lines_round, uniq_a_lines / M, M / tiles_m, delta)
+        l2cls = l2_classes(wave_tab, tiles_m, cap_lines, b_lines_round, uniq_a_lines / M, rows_tm, delta)
     else:
         l2cls = _NO_CLASS
     l2_ways = float(gpu.l2_ways)
@@ -625,22 +626,21 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     b_slice = uniq_b / tiles_n
     c_lines = _cdiv(M * K * eb, LINE) / ctas
     # lines touched in one wave, and per further wave (tiles not shared with the wave before)
-    rows_tm = M / tiles_m                                # a tile_m's mean rows (the last one is partial)
     f1 = _wave_loads(dens_l, rows_tm, delta, b_slice_lines, na_wave, nb_wave, runs_wave) + ctas_wave * c_lines
     fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
     # the stores between a re-read and its read: the lines each band of columns touches (a partial last
     # column's fewer)
-    full, df, share_a, share_b = _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, M / tiles_m, tn, K, eb, swz,
-                                              LINE, nhwc, (per_wave, M, tm))
+    full, df, share_a, share_b = _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows_tm, tn, K, eb, swz, LINE,
+                                              nhwc, (per_wave, M, tm))
     f1 += full
     fnew = max(0.0, fnew + full)
     wave_cliff = cliff
-    if nhwc and sw > 1:
-        wave_cliff = _wave_cliff(gpu, cliff, win, eb, LINE, nhwc,
-                                 _wave_loads(dens_l, rows_tm, delta, 0.0, na_wave, nb_wave, runs_wave) / max(f1, 1e-300))
+    if nhwc and sw > 1:                                 # elsewhere `_wave_cliff` keeps the GPU's own cliff
+        a_share = _wave_loads(dens_l, rows_tm, delta, 0.0, na_wave, nb_wave, runs_wave) / max(f1, 1e-300)
+        wave_cliff = _wave_cliff(gpu, cliff, win, eb, LINE, nhwc, a_share)
     reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
-                               (dens_l, rows_tm, delta, b_slice_lines, c_lines, full), _line_blocks(C, tk, eb, LINE, nhwc),
-                               nblk, cap_lines, l2_ways, wave_cliff)
+                               (dens_l, rows_tm, delta, b_slice_lines, c_lines, full),
+                               _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff)
     reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, wave_cliff)
     # within-CTA reuses (across filter positions) that miss L1 and L2: once per wave and tile_m (the
     # wave's other CTAs with that tile_m read the same sectors in the same round, right behind it)
