@@ -134,6 +134,37 @@ def _fprop(layer, kernel):
                     uniq_b, share_b_blk, reuse_b1, float(layer.flops))
 
 
+def b_line_hold(layout, C, R, S, tk, eb, line) -> tuple:
+    """fprop: (the share of a CTA lifetime over which one line of its filter slice keeps being read, its
+    first k-step to its last; the most k-steps between two of those reads). A line holds line / e
+    elements of a filter row; the k-steps walk the row in order: nchw contiguously, nhwc channel block
+    outermost, so a tap's next block comes R S k-steps on. A CTA reading the filters the SM's previous
+    CTA read finds a line that the LRU kept over that share: only the rest of a lifetime lies between
+    (seed 9 #44, 1x1 nchw fp32 T_k = 8: each line read over 4 of 8 k-steps; simulated B misses one
+    slice an SM, predicted 24 times that), where the line outlives the gaps between its reads.
+    1x1 filters only: their k-steps read disjoint A lines, so the A lines between scale with the
+    k-steps; where taps overlap, a part of the lifetime reads most of its A window (seed 9 #17, 7x7
+    C = 4 fp16: 125 A lines a lifetime, B lines held over 16 of 49 k-steps, yet simulated B first reads
+    hit 27 %, not all), which this share does not count."""
+    L = line / eb                                     # elements a line
+    RS = R * S
+    nblk = _cdiv(C, tk)
+    ksteps = RS * nblk if layout == "nhwc" else _cdiv(C * RS, tk)
+    if ksteps <= 1 or RS > 1:
+        return 0.0, 1.0
+    gap = 1.0
+    if layout != "nhwc":
+        span = ksteps - 1 if C * RS <= L else max(0.0, L / tk - 1.0)
+    elif C >= L:
+        span = (min(max(1.0, L / tk), nblk) - 1.0) * RS    # a tap's channel blocks in the line
+        gap = float(RS)
+    else:
+        taps = L / C                                    # the line holds L / C taps, every block of each
+        span = (nblk - 1) * RS + taps - 1.0
+        gap = max(1.0, RS - taps + 1.0) if nblk > 1 else 1.0
+    return min(span, ksteps - 1.0) / ksteps, gap
+
+
 def _dgrad_unit(layer, kernel):
     """dgrad with stride 1: dy read as fprop's A of the window (n, h, w) <- dy (n, p, q, k)."""
     N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s

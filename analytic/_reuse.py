@@ -483,7 +483,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
-               b_ratio, l2_scale=1.0, brep_share=1.0):
+               b_ratio, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -498,7 +498,10 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     with their weights: `_schedule.l2_classes`). ``l2_scale``: the GPU's A lines a row in the L2 window
     over ``lpr_a`` (a channel block's own lines in the L1's: `model._block_classes`). ``brep_share``: the
     share of a BREP CTA's filter sectors its earlier slot read at the same round (strided dgrad,
-    `_schedule.brep_overlap`; the rest as a CTA without one).
+    `_schedule.brep_overlap`; the rest as a CTA without one). ``b_hold``: the share of a lifetime over
+    which a filter line keeps being read, ``b_gap`` k-steps at most between two reads
+    (`_geometry.b_line_hold`); where the line outlives those gaps, the previous wave's CTA left it that
+    much less than a lifetime before.
 
     ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
     (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
@@ -627,11 +630,19 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         hb += (1.0 - hb) * share_b_blk * _ramp((b_win / nsb + a_win / nmax) / ways, lo, hi)
                     if prev_b:
                         # the previous wave's CTA on this SM used the same filters: distance one
-                        # CTA lifetime (distinct lines: the SM's A windows, its filter slices)
+                        # CTA lifetime (distinct lines: the SM's A windows, its filter slices), less the
+                        # share over which the line was read
                         a_one = rows_distinct * (T / M) * lpm_a
                         b_one = min(ksteps * lines_b, slice_b)
-                        hb += (1.0 - hb) * _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span,
-                                                     ns_life * ways, lo, hi)
+                        h_prev = _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span,
+                                           ns_life * ways, lo, hi)
+                        if b_hold > 0.0:
+                            # a line read over a share of the lifetime: that much less lies between, the
+                            # same for every line of the SMs' walk in step, so the LRU step
+                            held = 1.0 - b_hold * _ramp(b_gap * d_b, lo, hi)
+                            h_prev = max(h_prev, _life_hit(na * a_one * held, nb * b_one * held, pna * a_one * held,
+                                                           pnb * b_one * held, span, ns_life * ways, 1.0, 1.0))
+                        hb += (1.0 - hb) * h_prev
                     if brep:
                         hb = brep_share * hb_rep + (1.0 - brep_share) * hb
                 # every CTA reads the same B whatever its rows: its M class weighs by CTAs, not rows

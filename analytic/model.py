@@ -16,8 +16,8 @@ from traces.kernel import KernelConfig
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine
 from ._common import nsets as _nsets
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
-from ._geometry import (dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems, geometry,
-                        geometry_check, strided_starts)
+from ._geometry import (b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems,
+                        geometry, geometry_check, strided_starts)
 from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
                   swept_rereads, tile_refetch_misses)
 from ._memo import memo
@@ -587,6 +587,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                                                K, geo.row_b, geo.pos_b, tn, kernel.math == "tensorop")
         # a tile's valid rows over the layer's mean share at each position
         rel = np.where(valid < 0.0, 1.0, valid / np.maximum(rows_t / M, 1e-12)[:, None])
+    b_hold, b_gap = b_line_hold(kernel.layout, C, R, S, tk, eb, LINE) if geo.op == "fprop" else (0.0, 1.0)
     miss_frac_a = hit_b = miss2_frac_a = 0.0
     mcls_arr = np.array(mcls, np.float64)
     for lpr_k, sec_w, ks_w in _block_classes(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb),
@@ -596,7 +597,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
             float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax),
             float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
             float(ns_life), bfrac, l2cls,
-            l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k, brep_share)
+            l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k, brep_share,
+            b_hold, b_gap)
         miss_frac_a += sec_w * m1
         miss2_frac_a += sec_w * m2
         hit_b += ks_w * hb
