@@ -495,7 +495,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
 
     Returns (fraction of A row accesses that miss L1, fraction of B lookups that hit, fraction of A
     row accesses whose within-CTA reuse misses L1 and L2, summed over the classes of waves of ``l2cls``
-    with their weights: `_schedule.l2_classes`). ``l2_scale``: the GPU's A lines a row in the L2 window
+    with their weights: `_schedule.l2_classes`; the share of the filter slices that first holders, CTAs
+    no earlier slot shares filters with, read from L2: all of them but where the SM's previous wave
+    left the slice in the L1, `_life_hit`). ``l2_scale``: the GPU's A lines a row in the L2 window
     over ``lpr_a`` (a channel block's own lines in the L1's: `model._block_classes`). ``brep_share``: the
     share of a BREP CTA's filter sectors its earlier slot read at the same round (strided dgrad,
     `_schedule.brep_overlap`; the rest as a CTA without one). ``b_hold``: the share of a lifetime over
@@ -527,6 +529,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     miss_frac_a = 0.0
     miss2_frac_a = 0.0
     hit_b = 0.0
+    first_miss = 0.0                         # first holders' slice reads that miss the L1 (PREV_B or none)
+    first_w = 0.0
     lat = np.empty(rows_t.shape[0], np.float64)
     win = window_rows(hist_line, phase, nphase)
     # the next channel block's re-read of a sector (nhwc, blocks narrower than a sector) is a reuse
@@ -557,6 +561,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         ma = 0.0
         ma2 = 0.0
         hb_acc = 0.0
+        fm_acc = 0.0
+        fm_w = 0.0
         blk_hit = 0.0
         blk_w = 0.0
         for mi in range(mcls.shape[0]):
@@ -628,6 +634,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         b_win = nb * lines_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
                         a_win = na * rows_distinct * (T / M) * lpw_a if dscale == 1.0 else na * lines_a
                         hb += (1.0 - hb) * share_b_blk * _ramp((b_win / nsb + a_win / nmax) / ways, lo, hi)
+                    h_prev = 0.0
                     if prev_b:
                         # the previous wave's CTA on this SM used the same filters: distance one
                         # CTA lifetime (distinct lines: the SM's A windows, its filter slices), less the
@@ -643,6 +650,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                             h_prev = max(h_prev, _life_hit(na * a_one * held, nb * b_one * held, pna * a_one * held,
                                                            pnb * b_one * held, span, ns_life * ways, 1.0, 1.0))
                         hb += (1.0 - hb) * h_prev
+                    if not brep:
+                        fm_acc += wm * wn * (1.0 - h_prev)
+                        fm_w += wm * wn
                     if brep:
                         hb = brep_share * hb_rep + (1.0 - brep_share) * hb
                 # every CTA reads the same B whatever its rows: its M class weighs by CTAs, not rows
@@ -677,11 +687,14 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         miss_frac_a += wgt * ma
         miss2_frac_a += wgt * ma2
         hit_b += wgt * hb_acc
+        if fm_w > 0.0:
+            first_miss += wgt * fm_acc / fm_w
+            first_w += wgt
     if wsum > 0:
         miss_frac_a /= wsum
         miss2_frac_a /= wsum
         hit_b /= wsum
-    return miss_frac_a, hit_b, miss2_frac_a
+    return miss_frac_a, hit_b, miss2_frac_a, first_miss / first_w if first_w > 0.0 else 1.0
 
 
 @njit(cache=True)

@@ -588,11 +588,11 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         # a tile's valid rows over the layer's mean share at each position
         rel = np.where(valid < 0.0, 1.0, valid / np.maximum(rows_t / M, 1e-12)[:, None])
     b_hold, b_gap = b_line_hold(kernel.layout, C, R, S, tk, eb, LINE) if geo.op == "fprop" else (0.0, 1.0)
-    miss_frac_a = hit_b = miss2_frac_a = 0.0
+    miss_frac_a = hit_b = miss2_frac_a = first_b = 0.0
     mcls_arr = np.array(mcls, np.float64)
     for lpr_k, sec_w, ks_w in _block_classes(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb),
                                              LINE, SEC, lpr_a, nhwc):
-        m1, hb, m2 = l1_configs(
+        m1, hb, m2, fm = l1_configs(
             hist, phase, nphase, rows_t, cfg, mcls_arr, ncls_l1, float(M), R, S,
             float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax),
             float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
@@ -602,6 +602,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         miss_frac_a += sec_w * m1
         miss2_frac_a += sec_w * m2
         hit_b += ks_w * hb
+        first_b += ks_w * fm
     miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     if nchw_fprop:
         # at least each CTA's distinct sectors, for the CTAs whose tile no other CTA of their SM holds or
@@ -644,6 +645,10 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                                (dens_l, rows_tm, delta, b_slice_lines, c_lines, full),
                                _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff)
     reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, wave_cliff)
+    if not bypasses_l1(kinds):
+        # a later wave re-fetches a slice from L2 only where its first holders miss it in the L1 (seed 5 #38:
+        # each SM keeps its tile_n and its L1 the slice; the L2 sees the compulsory reads alone)
+        reread_b *= min(1.0, first_b)
     # within-CTA reuses (across filter positions) that miss L1 and L2: once per wave and tile_m (the
     # wave's other CTAs with that tile_m read the same sectors in the same round, right behind it)
     inner = miss2_frac_a * rows_total * spr
