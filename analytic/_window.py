@@ -14,7 +14,7 @@ from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
 from ._memo import memo
 from ._reuse import line_share, refresh_matrix, reuse_histogram, tile_pixel_stamps, window_rows, window_span
 
-__all__ = ["a_window"]
+__all__ = ["a_window", "row_run_sectors"]
 
 _ONE_SPAN = np.ones(1, np.float64)      # cross-wave reuses judged at one window per slot
 # M tiles whose nchw runs `_nchw_run_sectors` counts one by one
@@ -111,6 +111,36 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     halo = _halo_histogram(win, tm, tiles_m, frac, hist, hist_line) if nhwc else None
     return (hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors,
             ref, hist_line, gap_p, halo)
+
+
+@memo(256)
+def row_run_sectors(pitch, C, tk, eb, SEC) -> float:
+    """nhwc A: distinct sectors a row adds to a run of consecutive rows ``pitch`` bytes apart, summed
+    over the channel blocks (each block alone: what two blocks share is `block_sharing`'s), counted over
+    one period of pixel alignments. Where a pixel is not whole sectors, a row's block shares its first
+    or last sector with its neighbour's, and only one of the two reads misses (a 1x1 layer of 48-byte
+    pixels, one row a request: 2 sectors a row read, 1.5 fetched; simulated A L1 misses 1,728, 2,304
+    counted row by row)."""
+    period = SEC // math.gcd(pitch, SEC)
+    total = 0.0
+    seen = {}
+    for c0 in range(0, C, tk):
+        key = ((c0 * eb) % SEC, min(tk, C - c0) * eb)
+        if key not in seen:
+            seen[key] = _run_distinct(pitch, c0 * eb, key[1], period, SEC)
+        total += seen[key]
+    return total
+
+
+def _run_distinct(pitch, start, width, period, SEC) -> float:
+    """Distinct sectors a row adds to a long run: those of 2 periods of rows less those of one."""
+    def distinct(n):
+        out = set()
+        for i in range(n):
+            a = i * pitch + start
+            out.update(range(a // SEC, (a + width - 1) // SEC + 1))
+        return len(out)
+    return (distinct(2 * period) - distinct(period)) / period
 
 
 def _halo_histogram(win, tm, tiles_m, frac, hist, hist_line) -> tuple:

@@ -29,7 +29,7 @@ from ._store_only import store_only_rereads
 from ._timeline import lead_share
 from ._issue_order import one_back_tables
 from ._tiers import tiered
-from ._window import a_window
+from ._window import a_window, row_run_sectors
 from ._stores import row_lines, stores_in_l2, wave_store_lines, write_side
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
@@ -516,6 +516,10 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         spr = nblk * sw * unit / SEC            # consecutive rows share sectors: bytes / 32
     else:
         spr = sec_a / (tiles_n * rows_total) if rows_total else 0.0
+        if nhwc:
+            # a row's sector that its neighbour row also reads is fetched once (a request's rows share it
+            # already in ``sec_a``)
+            spr = min(spr, row_run_sectors(sw * unit, C, tk, eb, SEC))
     dscale = 1.0 if nhwc else 1.0 / tk          # filter-position distance -> rounds
     lpr_b = geo.lpr_b
     # tile classes: full tiles and the last partial one (rows); B tile classes come with the geometry
