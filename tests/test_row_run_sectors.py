@@ -62,3 +62,37 @@ def test_neighbour_rows_share_sectors_in_simulation(c, dtype):
     simulated = traces.simulate_layer(layer, gpu, kernel)[key]
     assert simulated == cta_distinct_sectors(layer, kernel)
     assert analytic.predict_layer(layer, gpu, kernel)[key] == pytest.approx(simulated, rel=0.02)
+
+
+def naive_straddle_share(L, dm, tile_m):
+    """Over a period of images (N L rows a multiple of tile_m), the share of pairs (m, m + dm) in one image
+    that a tile boundary (a multiple of tile_m) separates."""
+    from math import gcd
+    N = tile_m // gcd(tile_m, L)
+    pairs = cut = 0
+    for n in range(N):
+        for m in range(n * L, n * L + L - dm):
+            pairs += 1
+            cut += (m // tile_m) != ((m + dm) // tile_m)
+    return cut / pairs
+
+
+@given(st.integers(2, 120), st.integers(1, 119), st.sampled_from([16, 32, 48, 64, 128, 256]))
+@settings(max_examples=80, deadline=None)
+def test_straddle_share_counts_pairs_cut_by_tile_boundaries(L, dm, tile_m):
+    from analytic._reuse import straddle_share
+    if dm >= L or dm >= tile_m:
+        return
+    assert straddle_share(L, float(dm), tile_m) == pytest.approx(naive_straddle_share(L, dm, tile_m), abs=1e-9)
+
+
+def test_tiles_of_whole_images_lose_no_tap_rereads():
+    """A 7x1 filter on tiles that are whole 8x8 images: every tap's re-read stays in its CTA, so A's L1
+    misses are each image's pixels once (the L1 holds an image)."""
+    gpu = dataclasses.replace(simcore.gpu("h100"), sms=4)
+    layer = traces.ConvLayer(name="col", n=6, c=32, h=8, w=8, k=32, r=7, s=1, pad=(3, 0))
+    kernel = traces.KernelConfig(tile_m=64, tile_n=32, tile_k=32, threads=128, layout="nhwc")
+    key = "lts__t_sectors_srcunit_tex_op_read.sum:A"
+    simulated = traces.simulate_layer(layer, gpu, kernel)[key]
+    assert simulated == 6 * 8 * 8 * 32 * 4 // SEC
+    assert analytic.predict_layer(layer, gpu, kernel)[key] == pytest.approx(simulated, rel=0.02)
