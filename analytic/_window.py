@@ -122,13 +122,15 @@ def row_run_sectors(pitch, C, tk, eb, SEC) -> float:
     pixels, one row a request: 2 sectors a row read, 1.5 fetched; simulated A L1 misses 1,728, 2,304
     counted row by row)."""
     period = SEC // math.gcd(pitch, SEC)
+    step = tk * eb
+    cycle = SEC // math.gcd(step, SEC)            # the full blocks' offsets in a sector repeat this often
+    full = C // tk
     total = 0.0
-    seen = {}
-    for c0 in range(0, C, tk):
-        key = ((c0 * eb) % SEC, min(tk, C - c0) * eb)
-        if key not in seen:
-            seen[key] = _run_distinct(pitch, c0 * eb, key[1], period, SEC)
-        total += seen[key]
+    for j in range(min(cycle, full)):
+        times = full // cycle + (1 if j < full % cycle else 0)
+        total += times * _run_distinct(pitch, (j * step) % SEC, step, period, SEC)
+    if C % tk:
+        total += _run_distinct(pitch, (full * step) % SEC, (C % tk) * eb, period, SEC)
     return total
 
 
