@@ -6,7 +6,7 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-from ._counts import _ramp, _range_1d
+from ._counts import _gcd, _ramp, _range_1d
 from ._l2 import l2_miss_window
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
@@ -63,13 +63,6 @@ def straddle_share(L, dm, tile_m):
     middle = max(0, n - (k1 + 1) - m3)
     total = g * k1 * (k1 + 1) / 2.0 + g * m3 * (m3 + 1) / 2.0 + D * middle
     return min(1.0, (L / tile_m) * (total / n) / (L - dm))
-
-
-@njit(cache=True)
-def _gcd(a, b):
-    while b:
-        a, b = b, a % b
-    return a
 
 
 @njit(cache=True)

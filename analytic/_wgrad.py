@@ -397,7 +397,7 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
             totals[got] = total
             firsts[got] = first
             if dense:
-                fetched[got] = dense_fetch_ratio(C, R, S, sh, sw, dw, eb, sec, distinct * tn, distinct * tn + tn)
+                fetched[got] = dense_fetch_ratio(C, S, sh, sw, dw, eb, sec, distinct * tn, distinct * tn + tn)
             xl = np.empty(dist.shape[0], np.float64)
             if (sw * C * eb) % line == 0:           # the window's lines counted as a union
                 wkeys = window_keys(C, S, W, sw, dh, dw, eb, lo_r, lo_r + tn, line)
@@ -456,14 +456,14 @@ def _add_run(alpha, beta, b, step, line, g):
 
 
 @njit(cache=True)
-def dense_fetch_ratio(C, R, S, sh, sw, dw, eb, sec, lo_r, hi_r):
+def dense_fetch_ratio(C, S, sh, sw, dw, eb, sec, lo_r, hi_r):
     """x narrower than a sector (wgrad's B): the sectors the column tiles [lo_r, hi_r) fetch over the
     bytes they read, in a long run of output columns. Filter rows r alike modulo the stride read the same
     input rows, so their taps' channels are one pattern of bytes at each output column q, sw C e bytes on
     from the last; a pattern that leaves part of a pixel (a tile's last tap, 2 of 6 channels) still
     fetches its sectors (seed 13 #30, C = 6 fp16: x's L1 misses counted element by element, -33 %),
-    what a row of the same class reads of that pixel not. Each class over one period of q's alignments.
-    ``R`` is unused: the last column tile's columns past R S C are loaded as rows r >= R."""
+    what a row of the same class reads of that pixel not. Each class over one period of q's alignments;
+    the last column tile's columns past R S C count as rows r >= R, which CUTLASS loads (DESIGN 3a)."""
     span = ((S - 1) * dw + 1) * C * eb
     step = sw * C * eb
     period = sec // _gcd(step, sec)
@@ -480,7 +480,7 @@ def dense_fetch_ratio(C, R, S, sh, sw, dw, eb, sec, lo_r, hi_r):
             for col in range(lo_r[t], hi_r[t]):
                 j = col // C
                 r = j // S
-                if r % sh != kappa:            # columns past R S C load too (DESIGN section 3a)
+                if r % sh != kappa:
                     continue
                 o = ((j % S) * dw * C + col % C) * eb
                 for b in range(eb):
@@ -488,11 +488,12 @@ def dense_fetch_ratio(C, R, S, sh, sw, dw, eb, sec, lo_r, hi_r):
                 anyc = True
         if not anyc:
             continue
-        counts = np.zeros(2, np.float64)          # (bytes, sectors) after period, then after 2 periods
         seen_b[:] = False
         seen_s[:] = False
-        nb_ = 0
+        nb_ = 0                                   # distinct bytes and sectors so far
         ns_ = 0
+        nb_half = 0                               # ... after the first period (the run's start)
+        ns_half = 0
         for q in range(n):
             for o in range(span):
                 if covered[o]:
@@ -504,10 +505,10 @@ def dense_fetch_ratio(C, R, S, sh, sw, dw, eb, sec, lo_r, hi_r):
                         seen_s[a // sec] = True
                         ns_ += 1
             if q == period - 1:
-                counts[0] = nb_
-                counts[1] = ns_
-        nbytes += nb_ - counts[0]
-        sectors += ns_ - counts[1]
+                nb_half = nb_
+                ns_half = ns_
+        nbytes += nb_ - nb_half
+        sectors += ns_ - ns_half
     if nbytes <= 0.0:
         return 1.0
     return max(1.0, sectors * sec / nbytes)

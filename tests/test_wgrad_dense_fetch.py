@@ -44,7 +44,7 @@ def naive_fetch_ratio(C, S, sh, sw, dw, eb, lo, hi, q_run=96):
 def test_dense_fetch_ratio_is_a_long_runs_count(C, S, sh, sw, eb, lo, width):
     if C * eb >= SEC:
         return
-    mine = dense_fetch_ratio(C, S, S, sh, sw, 1, eb, SEC, np.array([lo]), np.array([lo + width]))
+    mine = dense_fetch_ratio(C, S, sh, sw, 1, eb, SEC, np.array([lo]), np.array([lo + width]))
     assert mine == pytest.approx(naive_fetch_ratio(C, S, sh, sw, 1, eb, lo, lo + width), rel=1e-9)
 
 
