@@ -29,6 +29,7 @@ from ._store_only import store_only_rereads
 from ._timeline import lead_share
 from ._issue_order import one_back_tables
 from ._tiers import tiered
+from ._set_phase import dgrad_phase_share
 from ._window import a_window, row_run_sectors
 from ._stores import row_lines, stores_in_l2, wave_store_lines, write_side
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
@@ -44,6 +45,7 @@ _NO_REL = np.ones((1, 1), np.float64)
 _NO_B = np.ones((1, 1), np.float64)
 _NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
 _NO_CLASS = np.zeros((1, 4), np.float64)  # nchw: no within-CTA L2 term
+_APART = 1e12                               # the operands' lines in disjoint sets: no cross term
 
 
 def _check_modelled(layer, gpu, kernel):
@@ -592,17 +594,27 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         # a tile's valid rows over the layer's mean share at each position
         rel = np.where(valid < 0.0, 1.0, valid / np.maximum(rows_t / M, 1e-12)[:, None])
     b_hold, b_gap = b_line_hold(kernel.layout, C, R, S, tk, eb, LINE) if geo.op == "fprop" else (0.0, 1.0)
+    # unit-stride dgrad: dy's and w's k-step lines share a set only where their phases agree (`_set_phase`);
+    # elsewhere the cross terms of the windows count none of the other operand's lines
+    same = 1.0
+    if nhwc and geo.op == "dgrad" and sh == 1 and sw == 1 and layer.stride == (1, 1):
+        same = dgrad_phase_share(layer, kernel, unit, row_b, nsa, nsb, sets, LINE)
     miss_frac_a = hit_b = miss2_frac_a = first_b = 0.0
     mcls_arr = np.array(mcls, np.float64)
     for lpr_k, sec_w, ks_w in _block_classes(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb),
                                              LINE, SEC, lpr_a, nhwc):
-        m1, hb, m2, fm = l1_configs(
-            hist, phase, nphase, rows_t, cfg, mcls_arr, ncls_l1, float(M), R, S,
-            float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax),
-            float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
-            float(ns_life), bfrac, l2cls,
-            l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k, brep_share,
-            b_hold, b_gap)
+        m1 = hb = m2 = fm = 0.0
+        for cross, share in ((float(nmax), same), (_APART, 1.0 - same)):
+            if share <= 0.0:
+                continue
+            r = l1_configs(
+                hist, phase, nphase, rows_t, cfg, mcls_arr, ncls_l1, float(M), R, S,
+                float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), cross,
+                float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
+                float(ns_life), bfrac, l2cls,
+                l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k, brep_share,
+                b_hold, b_gap)
+            m1, hb, m2, fm = m1 + share * r[0], hb + share * r[1], m2 + share * r[2], fm + share * r[3]
         miss_frac_a += sec_w * m1
         miss2_frac_a += sec_w * m2
         hit_b += ks_w * hb

@@ -1,0 +1,48 @@
+"""Whether an L1 set that one operand's lines crowd also holds the other's: the cosets of sets two
+operands' k-step lines fall in (MODEL.md section 2, "A and B in the same sets").
+
+Where a row pitch is a multiple of g lines (g | sets), a k-step's lines of that operand fall in one coset
+o + <g> of the L1's sets, o the line of its first byte: dy rows 512 bytes apart on a 4-set L1 all land in
+one set. The dense engine counts the other operand's lines in a window as spread over the larger of the
+two operands' set counts, so one operand crowding one set puts all of the other's lines there too. That
+holds for fprop, whose k-step reads the same channel block of x and of w (and their tensors start in
+the same phase); dgrad reads dy's filter block k0 and w's column block c0 (the CTA's), so the two cosets
+meet only where those phases agree."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from traces.stream import tensor_bases
+
+__all__ = ["dgrad_phase_share"]
+
+
+def dgrad_phase_share(layer, kernel, unit, row_b, nsa, nsb, sets, line) -> float:
+    """Unit-stride dgrad: the share of (k-step block k0, CTA column) pairs whose dy lines fall in a set
+    that the column's filter lines reach, where each operand reaches fewer than all sets (1 elsewhere).
+    ``unit``: dy's pixel pitch (K e bytes); ``row_b``: w's row pitch (R S C e); ``nsa`` / ``nsb``: the sets
+    each reaches (the model's `_nsets`). Seed 5 #44 (K = 128 fp32, 7x1 filters of C = 384: dy rows 4 lines
+    apart, w rows 84): a k-step's dy lines meet its filter lines' set in one k-step of four, and a CTA
+    reading the filter lines an earlier slot just read finds them in the other three (simulated 71 %)."""
+    eb = kernel.elem_bytes
+    tk, tn = kernel.tile_k, kernel.tile_n
+    if nsa >= sets or nsb >= sets or unit % line or row_b % line or (tk * eb) > line:
+        return 1.0
+    # dy's lines of a k-step: a coset of the sets modulo sets / nsa; w's rows: modulo gcd(rows' lines, sets)
+    g = math.gcd(sets // nsa, math.gcd(row_b // line, sets))
+    if g <= 1:
+        return 1.0
+    _x_base, w_base, y_base = tensor_bases(layer, kernel)
+    k0 = np.arange(0, layer.k, tk, dtype=np.int64)
+    if np.any((k0 * eb) % line + tk * eb > line):  # a block that straddles lines reaches two classes
+        return 1.0
+    a_class = ((y_base + k0 * eb) // line) % g
+    c0 = np.arange(0, layer.c, tn, dtype=np.int64)
+    width = np.minimum(tn, layer.c - c0) * eb
+    first = (w_base + c0 * eb) // line
+    last = (w_base + c0 * eb + width - 1) // line
+    span = last - first + 1                        # the column block's lines: consecutive classes
+    hit = ((a_class[:, None] - first[None, :] % g) % g) < span[None, :]
+    return float(hit.mean())
