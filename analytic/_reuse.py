@@ -507,7 +507,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
-               b_ratio, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0):
+               b_ratio, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -527,7 +527,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     `_schedule.brep_overlap`; the rest as a CTA without one). ``b_hold``: the share of a lifetime over
     which a filter line keeps being read, ``b_gap`` k-steps at most between two reads
     (`_geometry.b_line_hold`); where the line outlives those gaps, the previous wave's CTA left it that
-    much less than a lifetime before.
+    much less than a lifetime before. ``nmax_b``: the sets A's lines of a round spread over in B's windows
+    (``nmax`` where 0; `_set_phase`: none of them where the two operands' sets are apart).
 
     ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
     (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
@@ -540,6 +541,8 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     shares its filters) reaches the ways; the previous wave's CTA on the SM may have left the tile."""
     rows_total = rows_t.sum()
     RS = R * S
+    if nmax_b <= 0.0:
+        nmax_b = nmax
     tiles_m = math.ceil(M / tm)
     rows_distinct = 0.0                      # distinct A rows of a CTA over all filter positions
     for t in range(hist.shape[0]):
@@ -640,24 +643,24 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         # nhwc: each filter position's A lines exactly (its rows that leave the
                         # padding), so the LRU step itself: a hit iff the set holds them all
                         for t in range(rows_t.shape[0]):
-                            x_t = gap_b * (lines_b / nsb + rows_t[t] * (T / M) * lpr_a / nmax) / ways
+                            x_t = gap_b * (lines_b / nsb + rows_t[t] * (T / M) * lpr_a / nmax_b) / ways
                             hb_rep += 1.0 if x_t <= 1.0 else 0.0
                         hb_rep /= rows_t.shape[0]
                     else:
-                        hb_rep = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax) / ways, lo, hi)
+                        hb_rep = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax_b) / ways, lo, hi)
                 hb = hb_rep
                 if not brep or brep_share < 1.0:
                     # the filter sectors no earlier slot read at this round (strided dgrad: the slot's
                     # sub-problem reads other taps, `brep_share`)
                     lines_a = rows_total / RS * (T / M) * lpr_a
-                    d_b = (nb * lines_b / nsb + na * lines_a / nmax) / ways
+                    d_b = (nb * lines_b / nsb + na * lines_a / nmax_b) / ways
                     hb = reuse_b1 * _ramp(d_b, lo, hi)
                     if share_b_blk > 0:
                         # distinct lines of the rounds in between: the CTAs' whole A windows (nhwc) and
                         # their filter lines of those rounds
                         b_win = nb * lines_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
                         a_win = na * rows_distinct * (T / M) * lpw_a if dscale == 1.0 else na * lines_a
-                        hb += (1.0 - hb) * share_b_blk * _ramp((b_win / nsb + a_win / nmax) / ways, lo, hi)
+                        hb += (1.0 - hb) * share_b_blk * _ramp((b_win / nsb + a_win / nmax_b) / ways, lo, hi)
                     h_prev = 0.0
                     if prev_b:
                         # the previous wave's CTA on this SM used the same filters: distance one

@@ -595,7 +595,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         rel = np.where(valid < 0.0, 1.0, valid / np.maximum(rows_t / M, 1e-12)[:, None])
     b_hold, b_gap = b_line_hold(kernel.layout, C, R, S, tk, eb, LINE) if geo.op == "fprop" else (0.0, 1.0)
     # unit-stride dgrad: dy's and w's k-step lines share a set only where their phases agree (`_set_phase`);
-    # elsewhere the cross terms of the windows count none of the other operand's lines
+    # elsewhere B's windows count none of dy's lines (A's windows count the filter lines in their set on
+    # their own: `_issue_order`'s b_ratio)
     same = 1.0
     if nhwc and geo.op == "dgrad" and sh == 1 and sw == 1 and layer.stride == (1, 1):
         same = dgrad_phase_share(layer, kernel, unit, row_b, nsa, nsb, sets, LINE)
@@ -604,16 +605,16 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     for lpr_k, sec_w, ks_w in _block_classes(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb),
                                              LINE, SEC, lpr_a, nhwc):
         m1 = hb = m2 = fm = 0.0
-        for cross, share in ((float(nmax), same), (_APART, 1.0 - same)):
+        for cross, share in ((float(nmax), same), (_APART, 1.0 - same)):   # A's lines in B's windows
             if share <= 0.0:
                 continue
             r = l1_configs(
                 hist, phase, nphase, rows_t, cfg, mcls_arr, ncls_l1, float(M), R, S,
-                float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), cross,
+                float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax),
                 float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
                 float(ns_life), bfrac, l2cls,
                 l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k, brep_share,
-                b_hold, b_gap)
+                b_hold, b_gap, cross)
             m1, hb, m2, fm = m1 + share * r[0], hb + share * r[1], m2 + share * r[2], fm + share * r[3]
         miss_frac_a += sec_w * m1
         miss2_frac_a += sec_w * m2
