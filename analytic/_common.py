@@ -11,7 +11,7 @@ from simcore import metrics as Mx
 
 from ._reuse import row_units, touched_axes
 
-__all__ = ["TIMING_KEYS", "cdiv", "tile_samples", "nsets", "uniq_input", "uniq_inputs", "dirty_at_end", "assemble",
+__all__ = ["TIMING_KEYS", "cdiv", "tile_samples", "row_period", "nsets", "uniq_input", "uniq_inputs", "dirty_at_end", "assemble",
            "layer_time", "machine_of"]
 
 TIMING_KEYS = ("flops", "time_s", "bound", "time_compute_s", "time_l1_s", "time_l2_s", "time_dram_s",
@@ -33,6 +33,17 @@ _ASSEMBLED = (_ASSEMBLED_TOTALS,) + tuple(tuple(_ABC_OF[key][i] for key in _ASSE
 
 def cdiv(a, b):
     return -(-a // b)
+
+
+@functools.lru_cache(maxsize=4096)
+def row_period(pitch, c0, c1, unit) -> tuple:
+    """Bytes [c0, c1) of rows ``pitch`` bytes apart, per residue r of a row modulo the period of its alignment
+    to ``unit`` (a line or a sector): (the units row r touches, those it shares with row r + 1). A run of
+    rows touches the sum of the first less the sum of the second (each row's units are one increasing
+    range, so a unit two rows apart share lies in the row between)."""
+    m = np.arange(unit // math.gcd(pitch, unit), dtype=np.int64)
+    first, last = (m * pitch + c0) // unit, (m * pitch + c1 - 1) // unit
+    return last - first + 1, np.maximum(0, last - ((m + 1) * pitch + c0) // unit + 1)
 
 
 def tile_samples(M: int, tm: int, most: int) -> tuple:

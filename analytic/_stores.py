@@ -3,12 +3,9 @@ and its DRAM writes, from the waves' reads and stores (`stores_in_l2`), and the 
 loads (`write_side`: the grouped engine's dense part)."""
 from __future__ import annotations
 
-import functools
-import math
-
 import numpy as np
 
-from ._common import cdiv as _cdiv, dirty_at_end
+from ._common import cdiv as _cdiv, dirty_at_end, row_period
 from ._memo import memo
 from ._schedule import column_ranges, grid_schedule
 from ._window import a_window
@@ -23,8 +20,7 @@ def row_lines(width, pitch, offset, line):
     """Mean lines that ``width`` bytes at ``offset`` of rows ``pitch`` bytes apart touch, each row its
     own (over one period of the rows' alignment to a line; `_counts.lines_per_row` counts a line that
     consecutive rows share once)."""
-    period = line // math.gcd(pitch, line)
-    return sum((((r * pitch + offset) % line) + width + line - 1) // line for r in range(period)) / period
+    return float(row_period(pitch, offset, offset + width, line)[0].mean())
 
 
 @memo(4096)
@@ -62,7 +58,7 @@ def wave_store_lines(tiles_m, tiles_n, swz, per_wave, M, tm, tn, K, eb, line) ->
 def _run_lines(m0, m1, pitch, c0, c1, line):
     """Distinct lines of bytes [c0, c1) of rows m0 .. m1 - 1, ``pitch`` bytes apart: each row's lines, less
     those it shares with the next, summed a period of the rows' alignment to a line at a time."""
-    spans, shared = _row_period(pitch, c0, c1, line)
+    spans, shared = row_period(pitch, c0, c1, line)
     period = spans.shape[0]
     n = m1 - m0
     k = np.arange(n % period)
@@ -70,15 +66,6 @@ def _run_lines(m0, m1, pitch, c0, c1, line):
     k = np.arange((n - 1) % period)
     out -= ((n - 1) // period) * shared.sum() + shared[(m0 + k) % period].sum()
     return float(out)
-
-
-@functools.lru_cache(maxsize=4096)
-def _row_period(pitch, c0, c1, line):
-    """Per residue r of a row mod the period of its alignment to a line: (lines of bytes [c0, c1) of row r,
-    lines it shares with row r + 1)."""
-    m = np.arange(line // math.gcd(pitch, line), dtype=np.int64)
-    first, last = (m * pitch + c0) // line, (m * pitch + c1 - 1) // line
-    return last - first + 1, np.maximum(0, last - ((m + 1) * pitch + c0) // line + 1)
 
 
 def stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum) -> tuple:

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ._common import cdiv as _cdiv, tile_samples, uniq_inputs as _uniq_inputs
+from ._common import cdiv as _cdiv, row_period, tile_samples, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
 from ._memo import memo
 from ._reuse import line_share, refresh_matrix, reuse_histogram, tile_pixel_stamps, window_rows, window_span
@@ -121,28 +121,22 @@ def row_run_sectors(pitch, C, tk, eb, SEC) -> float:
     or last sector with its neighbour's, and only one of the two reads misses (a 1x1 layer of 48-byte
     pixels, one row a request: 2 sectors a row read, 1.5 fetched; simulated A L1 misses 1,728, 2,304
     counted row by row)."""
-    period = SEC // math.gcd(pitch, SEC)
     step = tk * eb
     cycle = SEC // math.gcd(step, SEC)            # the full blocks' offsets in a sector repeat this often
     full = C // tk
     total = 0.0
     for j in range(min(cycle, full)):
         times = full // cycle + (1 if j < full % cycle else 0)
-        total += times * _run_distinct(pitch, (j * step) % SEC, step, period, SEC)
+        total += times * _run_distinct(pitch, (j * step) % SEC, step, SEC)
     if C % tk:
-        total += _run_distinct(pitch, (full * step) % SEC, (C % tk) * eb, period, SEC)
+        total += _run_distinct(pitch, (full * step) % SEC, (C % tk) * eb, SEC)
     return total
 
 
-def _run_distinct(pitch, start, width, period, SEC) -> float:
-    """Distinct sectors a row adds to a long run: those of 2 periods of rows less those of one."""
-    def distinct(n):
-        out = set()
-        for i in range(n):
-            a = i * pitch + start
-            out.update(range(a // SEC, (a + width - 1) // SEC + 1))
-        return len(out)
-    return (distinct(2 * period) - distinct(period)) / period
+def _run_distinct(pitch, start, width, SEC) -> float:
+    """Distinct sectors a row adds to a long run: a period's sectors less those shared with the next row."""
+    spans, shared = row_period(pitch, start, start + width, SEC)
+    return float((spans.sum() - shared.sum()) / spans.shape[0])
 
 
 def _halo_histogram(win, tm, tiles_m, frac, hist, hist_line) -> tuple:

@@ -572,7 +572,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # tensor-op B by cp.async.cg: never in the L1, so no B lines in A's L1 windows and no B hits
     kinds = operand_kinds(kernel, layer)
     ncls_l1, b_round_l1, b_slice_l1 = ncls, b_lines_round, b_slice_lines
-    if bypasses_l1(kinds):
+    b_bypass = bypasses_l1(kinds)
+    if b_bypass:
         ncls_l1 = ncls.copy()
         ncls_l1[:, 0] = 0.0
         ncls_l1[:, 2] = 0.0
@@ -627,7 +628,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         first = cfg[:, 0][(cfg[:, CFG_AREP] < 0.5) & (cfg[:, CFG_PREV_A] < 0.5)].sum() / max(cfg[:, 0].sum(), 1e-300)
         miss_a = min(float(sec_a), max(miss_a, cta_sectors(layer, kernel, SEC) * tiles_n * first))
     l1_hit_a = sec_a - miss_a
-    l1_hit_b = 0.0 if bypasses_l1(kinds) else sec_b * min(1.0, hit_b)
+    l1_hit_b = 0.0 if b_bypass else sec_b * min(1.0, hit_b)
     miss_b = sec_b - l1_hit_b
 
     # ---- compulsory (unique) sectors of each tensor ----------------------------------------------
@@ -662,7 +663,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                                (dens_l, rows_tm, delta, b_slice_lines, c_lines, full),
                                _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff)
     reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, wave_cliff)
-    if not bypasses_l1(kinds):
+    if not b_bypass:
         # a later wave re-fetches a slice from L2 only where its first holders miss it in the L1 (seed 5 #38:
         # each SM keeps its tile_n and its L1 the slice; the L2 sees the compulsory reads alone)
         reread_b *= min(1.0, first_b)
