@@ -1,0 +1,62 @@
+"""The next group's re-read of a pixel by the same row as an exact cyclic walk (`_grouped_rereads._cyclic_miss`):
+where a pixel pitch of whole sets of lines puts every pixel's lines in one class of L1 sets, each row
+replays the same walk, so LRU hits while the window fits the ways and misses past them, and the filter
+lines between sit in the few sets their slice fills (`_b_sets`). Checked against the simulated stream of
+1x1 depthwise layers whose tiles read one line a pixel a set right at the ways (the fitted ramp put
+their misses 83-93 % low), and `_b_sets` against an enumeration of a contiguous slice's lines."""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import analytic
+import simcore
+import traces
+from analytic._grouped_rereads import _b_sets
+from simcore import metrics as M
+
+A_MISSES = M.L1_LD_MISSES + ":A"
+
+
+@given(st.integers(1, 40), st.integers(0, 7), st.sampled_from([4, 8]))
+@settings(max_examples=80, deadline=None)
+def test_b_sets_is_a_contiguous_run_of_lines(lines, start, sets):
+    """n whole lines from any first set: ceil(n / sets) at most in a set, min(n, sets) sets touched."""
+    per_set = {}
+    for line in range(start, start + lines):
+        per_set[line % sets] = per_set.get(line % sets, 0) + 1
+    ways = 16.0
+    share, x = _b_sets(float(lines), ways, float(sets))
+    assert share == pytest.approx(len(per_set) / sets)
+    # the mean over the touched sets; whole runs of sets hold it exactly
+    assert x * ways == pytest.approx(lines / len(per_set))
+    assert max(per_set.values()) - min(per_set.values()) <= 1
+
+
+def test_b_sets_of_nothing():
+    assert _b_sets(0.0, 16.0, 4.0) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("gpu_name, c, n, tile_m", [
+    ("v100", 256, 2, 128),      # 128 pixels a tile, 1,024-byte pixels (every pixel's line in one set), 128 ways
+    ("v100", 512, 1, 128),
+    ("v100", 256, 2, 64),       # two 64-row CTAs an SM on 64 ways
+])
+def test_cyclic_walk_at_the_ways_matches_simulation(gpu_name, c, n, tile_m):
+    """The tile's window fills its set to the ways; the one filter line a round lands in one set of four,
+    whose re-reads miss there: simulated 55 % of A's sectors miss, the ramp predicted 6 %."""
+    gpu = simcore.gpu(gpu_name)
+    layer = traces.ConvLayer(n=n, c=c, h=16, w=16, k=c, r=1, s=1, groups=c, name="dw1x1")
+    kernel = traces.KernelConfig(tile_m=tile_m, tile_n=128, tile_k=32, threads=256)
+    sim = traces.simulate_layer(layer, gpu, kernel)[A_MISSES]
+    pred = analytic.predict_layer(layer, gpu, kernel)[A_MISSES]
+    assert abs(pred - sim) / sim < 0.10, (pred, sim)
+
+
+def test_cyclic_walk_past_the_ways_misses_every_reread():
+    """Two CTAs an SM on an A100 (120 ways): the window is past the ways, every re-read misses."""
+    gpu = simcore.gpu("a100")
+    layer = traces.ConvLayer(n=2, c=256, h=16, w=16, k=256, r=1, s=1, groups=256, name="dw1x1")
+    kernel = traces.KernelConfig(tile_m=128, tile_n=128, tile_k=32, threads=256)
+    sim = traces.simulate_layer(layer, gpu, kernel)
+    pred = analytic.predict_layer(layer, gpu, kernel)
+    assert sim[A_MISSES] == sim[M.L1_LD_SECTORS + ":A"]          # the simulation: no hit at all
+    assert pred[A_MISSES] == pytest.approx(sim[A_MISSES], rel=0.01)
