@@ -221,19 +221,19 @@ def _b_sets(lines, ways, sets) -> tuple:
 @njit(cache=True)
 def _cyclic_miss(window, tile_px, scale, others, b_x, d, order, ways, sets) -> float:
     """Miss chance of the next group's re-read of a pixel by the same row at the same place of the k-step's
-    issue order (dm = 0: a pixel that one tap of the tile reads), where every pixel's lines fall in one
-    class of L1 sets (a pixel pitch of whole sets of lines). Each row then replays the same walk over the
-    same lines, so its set holds exactly the window's lines: LRU hits while they fit the ways and misses
-    past them, a step at x = 1, not the dense engine's ramp, which stands for windows that differ from
-    row to row. The filter lines between (``b_x`` spread over every set) are one contiguous slice: they
+    issue order (dm = 0: a pixel that one tap of the tile reads), where a pixel pitch of whole lines that
+    reaches only some of the L1 sets (`_common.nsets` < sets) puts every pixel's lines in a fixed class of
+    sets. Each row then replays the same walk over the same lines, so its set holds exactly the window's
+    lines: LRU hits while they fit the ways and misses past them, a step at x = 1, not the dense engine's
+    ramp, which stands for windows that differ from row to row. The filter lines between (``b_x`` spread over every set) are one contiguous slice: they
     fill ceil(lines) sets and leave the others (`_b_sets`), so a re-read shares its set with them only
     that often.
 
     Measured (`tests/test_grouped_cyclic.py`, A's L1 misses against simulation, 1x1 depthwise layers whose
     tiles read one line a pixel a set at the ways): v100 C = 256 fp32, 128 pixels a tile on 128 ways:
     -88.5 % -> -6.2 % (a filter line in one set in four, its re-reads missing there); seed 4 #52 (126 lines
-    a round in one set of 120 ways) -43.5 -> -0.1 % L2 reads; held-out seeds 25 #15 -63.8 -> -12.2 % and
-    93 #82 -67.1 -> -4.4 %."""
+    a round in one set of 120 ways) -43.5 -> -0.1 % L2 reads; held-out seeds 25 #15 -63.8 -> -12.2 %, 93 #82
+    -67.1 -> -4.4 % (pitches reaching one set), 81 #97 -65.0 -> +5.3 % and 67 #40 -41.0 -> -33.2 % (two)."""
     share, per_set = _b_sets(b_x * ways * sets, ways, sets)
     return (share * _jittered_miss(window, tile_px, tile_px, scale, others, per_set, d, 0, order, 1.0, 1.0)
             + (1.0 - share) * _jittered_miss(window, tile_px, tile_px, scale, others, 0.0, d, 0, order, 1.0, 1.0))
@@ -247,8 +247,8 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
     and tile classes. The filter lines of the rounds between (``b_scale`` a round) are at most the
     group's filter slice (``b_cap``; two across the next group's re-read): its K_g filters of R S C_g
     elements are one block, some ten lines for C_g = 3 and a 5x5 filter, which 21 rounds re-read.
-    ``cyclic``: every pixel's lines fall in one class of L1 sets (``l1`` = (ways, sets)), so a re-read by
-    the same row at the same place is an exact cyclic walk (`_cyclic_miss`)."""
+    ``cyclic``: every pixel's lines fall in a fixed class of L1 sets (``l1`` = (ways, sets)), so a re-read
+    by the same row at the same place is an exact cyclic walk (`_cyclic_miss`)."""
     cross = 0.0
     intra = 0.0
     for k in range(residents.shape[0]):     # (CTAs on the SM, those in its class of sets, share, filter tiles)

@@ -1,5 +1,6 @@
 """The next group's re-read of a pixel by the same row as an exact cyclic walk (`_grouped_rereads._cyclic_miss`):
-where a pixel pitch of whole sets of lines puts every pixel's lines in one class of L1 sets, each row
+where a pixel pitch that reaches only some of the L1 sets puts every pixel's lines in a fixed class of
+them, each row
 replays the same walk, so LRU hits while the window fits the ways and misses past them, and the filter
 lines between sit in the few sets their slice fills (`_b_sets`). Checked against the simulated stream of
 1x1 depthwise layers whose tiles read one line a pixel a set right at the ways (the fitted ramp put
@@ -39,6 +40,7 @@ def test_b_sets_of_nothing():
     ("v100", 256, 2, 128),      # 128 pixels a tile, 1,024-byte pixels (every pixel's line in one set), 128 ways
     ("v100", 512, 1, 128),
     ("v100", 256, 2, 64),       # two 64-row CTAs an SM on 64 ways
+    ("v100", 384, 2, 128),      # 1,536-byte pixels: two classes of sets
 ])
 def test_cyclic_walk_at_the_ways_matches_simulation(gpu_name, c, n, tile_m):
     """The tile's window fills its set to the ways; the one filter line a round lands in one set of four,
