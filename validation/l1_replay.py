@@ -66,16 +66,8 @@ def replay_l1(layer, gpu, kernel, sm: int = 0) -> dict:
         ``{"ways", "sets", "ctas", "classes": {operand: {class: {"reads", "hits", "line_present"}}}}``,
         operand ``"A"`` or ``"B"``.
     """
-    from traces.layer import ConvLayer
-    from traces.kernel import KernelConfig
-    from traces.stream import iter_request_chunks
-    from simcore import GPU
-    if not isinstance(layer, ConvLayer):
-        raise TypeError(f"layer must be a traces.ConvLayer, got {type(layer).__name__}")
-    if not isinstance(gpu, GPU):
-        raise TypeError(f"gpu must be a simcore.GPU, got {type(gpu).__name__}")
-    if not isinstance(kernel, KernelConfig):
-        raise TypeError(f"kernel must be a traces.KernelConfig, got {type(kernel).__name__}")
+    from traces.stream import check_types, iter_request_chunks
+    check_types(layer, gpu, kernel)
     if isinstance(sm, bool) or not isinstance(sm, (int, np.integer)) or not 0 <= sm < gpu.sms:
         raise ValueError(f"sm must be an integer in [0, {gpu.sms}), got {sm!r}")
     cfg = kernel.l1_config(gpu)
