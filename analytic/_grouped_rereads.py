@@ -219,7 +219,7 @@ def _b_sets(lines, ways, sets) -> tuple:
 
 
 @njit(cache=True)
-def _cyclic_miss(window, tile_px, scale, others, b_x, d, order, ways, sets) -> float:
+def _cyclic_miss(window, tile_px, scale, others, b_x, tiles, d, order, ways, sets) -> float:
     """Miss chance of the next group's re-read of a pixel by the same row at the same place of the k-step's
     issue order (dm = 0: a pixel that one tap of the tile reads), where a pixel pitch of whole lines that
     reaches only some of the L1 sets (`_common.nsets` < sets) puts every pixel's lines in a fixed class of
@@ -235,8 +235,15 @@ def _cyclic_miss(window, tile_px, scale, others, b_x, d, order, ways, sets) -> f
     a round in one set of 120 ways) -43.5 -> -0.1 % L2 reads; held-out seeds 25 #15 -63.8 -> -12.2 %, 93 #82
     -67.1 -> -4.4 % (pitches reaching one set), 81 #97 -65.0 -> +5.3 % and 67 #40 -41.0 -> -33.2 % (two)."""
     share, per_set = _b_sets(b_x * ways * sets, ways, sets)
-    return (share * _jittered_miss(window, tile_px, tile_px, scale, others, per_set, d, 0, order, 1.0, 1.0)
-            + (1.0 - share) * _jittered_miss(window, tile_px, tile_px, scale, others, 0.0, d, 0, order, 1.0, 1.0))
+    n = int(tiles + 0.5)
+    out = 0.0
+    weight = (1.0 - share) ** n           # binomial weights of k tiles' slices in the re-read's set
+    for k in range(n + 1):
+        out += weight * _jittered_miss(window, tile_px, tile_px, scale, others, k * per_set, d, 0, order, 1.0, 1.0)
+        if share >= 1.0:
+            return _jittered_miss(window, tile_px, tile_px, scale, others, n * per_set, d, 0, order, 1.0, 1.0)
+        weight *= (n - k) / (k + 1.0) * share / (1.0 - share)
+    return out
 
 
 @njit(cache=True)
@@ -267,8 +274,9 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
                 for r in range(cross_rows.shape[0]):
                     d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
                     if cyclic and dm == 0:
-                        cross += wt * cross_rows[r, 2] * _cyclic_miss(d * tm * valid, tile_px, scale, others,
-                                                                      min(bs * d, 2.0 * bc), d, order, l1[0], l1[1])
+                        cross += wt * cross_rows[r, 2] * _cyclic_miss(
+                            d * tm * valid, tile_px, scale, others, min(b_scale * d, 2.0 * b_cap), residents[k, 3],
+                            d, order, l1[0], l1[1])
                     else:
                         cross += wt * cross_rows[r, 2] * _jittered_miss(d * tm * valid, tile_px, tile_px, scale,
                                                                         others, min(bs * d, 2.0 * bc), d, dm, order,
