@@ -31,7 +31,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "c690ea2fa2877ef0"
+_JIT_DEPS_SHA256 = "28412bc96a917144"
 
 
 @memo()
@@ -226,9 +226,10 @@ def reuse_misses(layer, kernel, gpu, machine, valid_mrs, f) -> tuple:
     where the two rows sit in the k-step's issue order (`_jittered_miss`), into the L1 sets that lines a
     pixel pitch apart reach, with the filter lines of the rounds between (`_b_lines_round`, at most the
     group's slice): x = CTAs x lines / (ways x those sets), per class of channel-block windows
-    (`_window_lines`), against the dense engine's L1 ramp (``l1_hit_lo`` / ``l1_hit_hi``); where a pixel pitch that reaches only some of
-    the sets puts every pixel's lines in a fixed class of them, the next group's re-read by the same row is
-    an exact cyclic walk, a step at the ways (`_grouped_rereads._cyclic_miss`)."""
+    (`_window_lines`), against the dense engine's L1 ramp (``l1_hit_lo`` / ``l1_hit_hi``); where a pixel
+    pitch that reaches only some of the sets puts every pixel's lines in a fixed class of them, the next
+    group's re-read by the same row is an exact cyclic walk, a step at the ways
+    (`_grouped_rereads._cyclic_miss`)."""
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     cps, ways, sets = machine
     ctas = cdiv(layer.gemm_m, kernel.tile_m) * cdiv(layer.k, kernel.tile_n)
