@@ -214,20 +214,19 @@ def _b_sets(lines, ways, sets) -> tuple:
     the ways): they fill ceil(lines) consecutive sets (at most all of them) evenly and leave the others."""
     if lines <= 0.0:
         return 0.0, 0.0
-    held = min(sets, math.ceil(lines - 1e-9))
+    held = min(sets, max(1.0, math.ceil(lines - 1e-9)))
     return held / sets, lines / (held * ways)
 
 
 @njit(cache=True)
-def _cyclic_miss(window, tile_px, scale, others, b_x, tiles, d, order, ways, sets) -> float:
+def _cyclic_miss(window, tile_px, scale, others, b_lines, tiles, d, order, ways, sets) -> float:
     """Miss chance of the next group's re-read of a pixel by the same row at the same place of the k-step's
     issue order (dm = 0: a pixel that one tap of the tile reads), where a pixel pitch of whole lines that
     reaches only some of the L1 sets (`_common.nsets` < sets) puts every pixel's lines in a fixed class of
     sets. Each row then replays the same walk over the same lines, so its set holds exactly the window's
     lines: LRU hits while they fit the ways and misses past them, a step at x = 1, not the dense engine's
     ramp, which stands for windows that differ from row to row. The filter lines between are each filter
-    tile's contiguous slice (``b_x`` a tile, as if spread over every set; ``tiles`` distinct filter tiles on
-    the SM): a slice fills ceil(lines) sets and leaves the others (`_b_sets`), and the slices of other CTA
+    tile's contiguous slice (``b_lines`` lines a tile; ``tiles`` distinct filter tiles on the SM): a slice fills ceil(lines) sets and leaves the others (`_b_sets`), and the slices of other CTA
     columns lie apart, so the re-read's set holds k of them with binomial chances (one slice of all the
     tiles' lines put a line in every set: held-out seed 181 #42 +137 %, now +108.6 %, a window exactly at
     the ways). Two consecutive groups' slices are one contiguous block, so the line a slice may straddle
@@ -238,7 +237,7 @@ def _cyclic_miss(window, tile_px, scale, others, b_x, tiles, d, order, ways, set
     -88.5 % -> -6.2 % (a filter line in one set in four, its re-reads missing there); seed 4 #52 (126 lines
     a round in one set of 120 ways) -43.5 -> -0.1 % L2 reads; held-out seeds 25 #15 -63.8 -> -12.2 %, 93 #82
     -67.1 -> -4.4 % (pitches reaching one set), 81 #97 -65.0 -> +5.3 % and 67 #40 -41.0 -> -33.2 % (two)."""
-    share, per_set = _b_sets(b_x * ways * sets, ways, sets)
+    share, per_set = _b_sets(b_lines, ways, sets)
     n = int(tiles + 0.5)
     if share >= 1.0:                      # every set holds every tile's slice
         return _jittered_miss(window, tile_px, tile_px, scale, others, n * per_set, d, 0, order, 1.0, 1.0)
@@ -278,10 +277,10 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
                 for r in range(cross_rows.shape[0]):
                     d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
                     if cyclic and dm == 0:
+                        lines = l1[0] * l1[1]         # b_scale, b_cap: lines over every set's ways
                         cross += wt * cross_rows[r, 2] * _cyclic_miss(
-                            d * tm * valid, tile_px, scale, others,
-                            min(b_scale * d, 2.0 * b_cap - 1.0 / (l1[0] * l1[1])), residents[k, 3], d, order,
-                            l1[0], l1[1])
+                            d * tm * valid, tile_px, scale, others, min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0),
+                            residents[k, 3], d, order, l1[0], l1[1])
                     else:
                         cross += wt * cross_rows[r, 2] * _jittered_miss(d * tm * valid, tile_px, tile_px, scale,
                                                                         others, min(bs * d, 2.0 * bc), d, dm, order,

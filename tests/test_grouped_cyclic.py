@@ -1,17 +1,20 @@
 """The next group's re-read of a pixel by the same row as an exact cyclic walk (`_grouped_rereads._cyclic_miss`):
 where a pixel pitch that reaches only some of the L1 sets puts every pixel's lines in a fixed class of
-them, each row
-replays the same walk, so LRU hits while the window fits the ways and misses past them, and the filter
-lines between sit in the few sets their slice fills (`_b_sets`). Checked against the simulated stream of
-1x1 depthwise layers whose tiles read one line a pixel a set right at the ways (the fitted ramp put
-their misses 83-93 % low), and `_b_sets` against an enumeration of a contiguous slice's lines."""
+them, each row replays the same walk, so LRU hits while the window fits the ways and misses past them,
+and the filter lines between sit in the few sets each tile's slice fills (`_b_sets`). Checked against the
+simulated stream of 1x1 depthwise layers whose tiles read one line a pixel a set right at the ways (the
+fitted ramp put their misses 83-93 % low), `_b_sets` against an enumeration of a contiguous slice's
+lines, and `_cyclic_miss` against every placement of the SM's filter slices."""
+import itertools
+import math
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import analytic
 import simcore
 import traces
-from analytic._grouped_rereads import _b_sets
+from analytic._grouped_rereads import _b_sets, _cyclic_miss, _issue_order
 from simcore import metrics as M
 
 A_MISSES = M.L1_LD_MISSES + ":A"
@@ -34,6 +37,35 @@ def test_b_sets_is_a_contiguous_run_of_lines(lines, start, sets):
 
 def test_b_sets_of_nothing():
     assert _b_sets(0.0, 16.0, 4.0) == (0.0, 0.0)
+
+
+def naive_cyclic_miss(window, tile_px, scale, others, b_lines, tiles, ways, sets):
+    """Every subset of the SM's filter tiles whose slice lands in the re-read's set (each tile independently,
+    with chance ceil(lines) / sets), each slice b_lines / ceil(lines) lines there; the re-read misses when the
+    window's lines and those exceed the ways: x = scale (this tile's window + the others') + the slices'."""
+    held = min(sets, max(1, math.ceil(b_lines - 1e-9))) if b_lines > 0 else 0
+    p = held / sets
+    per_slice = b_lines / (held * ways) if held else 0.0
+    total = 0.0
+    for inside in itertools.product((False, True), repeat=tiles):
+        k = sum(inside)
+        chance = math.prod(p if i else 1.0 - p for i in inside)
+        x = scale * (min(tile_px, window) + others * min(tile_px, window)) + k * per_slice
+        total += chance * (1.0 if x > 1.0 else 0.0)
+    return total
+
+
+@given(st.floats(10, 600), st.floats(10, 600), st.floats(0.5, 3.0), st.integers(0, 5), st.floats(0, 9),
+       st.integers(1, 4), st.sampled_from([48, 64, 128, 192]), st.sampled_from([4, 8]))
+@settings(max_examples=200, deadline=None)
+def test_cyclic_miss_is_the_step_over_every_placement_of_the_filter_slices(window, tile_px, lines_px, others,
+                                                                          b_lines, tiles, ways, sets):
+    scale = lines_px / (ways * 2)
+    order = _issue_order(traces.KernelConfig(tile_m=128, tile_n=128, tile_k=32, threads=256))
+    got = _cyclic_miss(window, tile_px, scale, float(others), b_lines, float(tiles), 1, order, float(ways),
+                       float(sets))
+    assert got == pytest.approx(naive_cyclic_miss(window, tile_px, scale, others, b_lines, tiles, ways, sets),
+                                abs=1e-9)
 
 
 @pytest.mark.parametrize("gpu_name, c, n, tile_m", [

@@ -30,22 +30,23 @@ from collections import OrderedDict
 
 import numpy as np
 
+from simcore import metrics as M
 from traces.cli import CLIError, cli_main
 
 __all__ = ["replay_l1", "format_replay", "create_parser", "check_arguments", "run", "main"]
 
-_D_BINS = ((1, 1), (2, 8), (9, 64), (65, None))
-_KIND_STORE, _KIND_CG = 1, 2
+#: Dense layers: a same-CTA re-read's k-steps since the last read, (first, last or None, label).
+_D_BINS = ((1, 1, "same CTA, 1 k-steps"), (2, 8, "same CTA, 2-8 k-steps"), (9, 64, "same CTA, 9-64 k-steps"),
+           (65, None, "same CTA, > 64 k-steps"))
 
 
 def _same_cta_class(prev_step, step, per_group):
     if per_group:
         return "same CTA, same group" if prev_step // per_group == step // per_group else "same CTA, later group"
     d = step - prev_step
-    for lo, hi in _D_BINS:
+    for lo, hi, label in _D_BINS:
         if d >= lo and (hi is None or d <= hi):
-            return f"same CTA, {lo} k-steps" if hi == lo else (
-                f"same CTA, {lo}-{hi} k-steps" if hi else f"same CTA, > {lo - 1} k-steps")
+            return label
     return "same CTA, 0 k-steps"          # the same k-step (another request of it)
 
 
@@ -82,7 +83,7 @@ def replay_l1(layer, gpu, kernel, sm: int = 0) -> dict:
     for chunk in iter_request_chunks(layer, gpu, kernel):
         for r in np.nonzero(chunk.sm == sm)[0]:
             kind = int(chunk.kind[r])
-            if kind in (_KIND_STORE, _KIND_CG):
+            if kind in (M.KIND_ST, M.KIND_CP_ASYNC_CG):     # neither looks up nor changes the L1
                 continue
             op = "AB"[int(chunk.operand[r])] if chunk.operand[r] < 2 else None
             cta, step = int(chunk.cta[r]), int(chunk.kstep[r])
