@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 from simcore._jit import njit
 
-from ._common import assemble, cdiv, dirty_at_end, layer_time, uniq_input
+from ._common import assemble, cdiv, dirty_at_end, layer_time, tile_samples, uniq_input
+from ._counts_grouped import tile_pixel_counts
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses
 from ._schedule import GAP_MAX, WAVE_SAMPLES, sample_index, tile_of, wave_stats
@@ -180,6 +181,126 @@ def far_misses(dist, wt, xlines, a_row, a_frac, span, cap, lo, hi):
         x_a = x + a_row * rows / (cap * a_frac)
         m += wt[i] * (a_frac * (1.0 - _ramp(x_a, lo, hi)) + (1.0 - a_frac) * (1.0 - _ramp(x, lo, hi)))
     return m
+
+
+@njit(cache=True)
+def slices_union_lines(extent, tile, eb, line, n):
+    """Distinct ``line``-byte lines per row of ``n`` adjacent tile slices (``tile`` elements each, of a
+    row of ``extent`` elements, rows ``extent x eb`` bytes apart): the lines their union covers, averaged
+    over the first slice's place (a multiple of ``tile``, at most 64 sampled evenly) and the row's
+    alignment in the line (at most 8 rows); ``n`` fractional: between floor and ceil. dy's rows in wgrad:
+    the wave's tile_m slices of K lie side by side in each row, so slices narrower than a line share them
+    (seed 2 #268, 64-byte slices of 512-byte rows: 8 tile_m counted 2,304 lines a slice, 9,216 in all)."""
+    tiles = (extent + tile - 1) // tile
+    n = min(max(n, 1.0), float(tiles))
+    lo_n = int(n)
+    frac = n - lo_n
+    pitch = extent * eb
+    nrows = line // _gcd(pitch % line, line) if pitch % line else 1
+    rows = min(nrows, 8)
+    total = 0.0
+    for k in range(2):
+        cnt = lo_n + k
+        w = (1.0 - frac) if k == 0 else frac
+        if w <= 0.0 or cnt > tiles:
+            continue
+        starts = tiles - cnt + 1
+        take = min(starts, 64)
+        acc = 0.0
+        for ij in range(take):
+            j = (ij * starts) // take
+            lo_b = j * tile * eb
+            hi_b = min(extent, (j + cnt) * tile) * eb
+            for ir in range(rows):
+                o = (((ir * nrows) // rows) * pitch) % line
+                acc += (o + hi_b - 1) // line - (o + lo_b) // line + 1
+        total += w * acc / (take * rows)
+    return total
+
+
+@njit(cache=True)
+def _mark_wave(mask, w, per_wave, tiles_m, tiles_n, swz, tn, C, RSC, seen):
+    """Mark in ``mask`` the channels that wave ``w``'s column tiles read (``seen``: scratch, tiles_n)."""
+    mask[:] = False
+    seen[:] = False
+    if w < 0:
+        return
+    marked = 0
+    for v in range(w * per_wave, min((w + 1) * per_wave, tiles_m * tiles_n)):
+        t = tile_of(v, tiles_m, tiles_n, swz)[1]
+        if seen[t]:
+            continue
+        seen[t] = True
+        for rsc in range(t * tn, min((t + 1) * tn, RSC, t * tn + C)):
+            if not mask[rsc % C]:
+                mask[rsc % C] = True
+                marked += 1
+        if marked == C:
+            return
+
+
+@njit(cache=True)
+def _mask_lines(cur, prev, C, eb, pitch, line, period, nal):
+    """Lines per pixel of the channels in ``cur`` and not in ``prev`` (averaged over ``nal`` alignments)."""
+    acc = 0.0
+    for ia in range(nal):
+        o = (((ia * period) // nal) * pitch) % line
+        last = -1
+        for c in range(C):
+            if cur[c] and not prev[c]:
+                ln = (o + c * eb) // line
+                if ln != last:
+                    acc += 1.0
+                    last = ln
+    return acc / nal
+
+
+@njit(cache=True)
+def x_wave_lines(tiles_m, tiles_n, swz, per_wave, tn, C, RSC, eb, line, samples):
+    """(phi_1, phi_new, lines a pixel): the share of x's lines one wave reads, and of those the wave before
+    did not read, and a whole pixel's lines (averaged over its alignments).
+    A column tile reads its rsc range's channels (rsc mod C) of every pixel its positions reach (each
+    CTA streams all N P Q rows, so nearly every pixel), so a wave's x lines are the lines of the union of
+    its columns' channel ranges in every pixel: a mask over the channels, its lines counted per pixel
+    over the pixel's alignment in the line (at most 8 alignments), at most ``samples`` waves spread over
+    the grid. Seed 1 #71 (54 columns of 32 fp16 channels over 9 positions, 40 a wave): a wave reads
+    every line of x, where its columns' first touches counted about half of them."""
+    ctas = tiles_m * tiles_n
+    waves = (ctas + per_wave - 1) // per_wave
+    pitch = C * eb
+    period = line // _gcd(pitch % line, line) if pitch % line else 1
+    nal = min(period, 8)
+    none = np.zeros(C, np.bool_)
+    full = np.ones(C, np.bool_)
+    lines_px = _mask_lines(full, none, C, eb, pitch, line, period, nal)
+    take = min(waves, samples)
+    cur = np.zeros(C, np.bool_)
+    prev = np.zeros(C, np.bool_)
+    seen = np.zeros(tiles_n, np.bool_)
+    phi1 = 0.0
+    phin = 0.0
+    nnew = 0
+    for iw in range(take):
+        w = (iw * waves) // take
+        _mark_wave(cur, w, per_wave, tiles_m, tiles_n, swz, tn, C, RSC, seen)
+        phi1 += _mask_lines(cur, none, C, eb, pitch, line, period, nal)
+        if w > 0:                               # a further wave: against the wave before it
+            _mark_wave(prev, w - 1, per_wave, tiles_m, tiles_n, swz, tn, C, RSC, seen)
+            phin += _mask_lines(cur, prev, C, eb, pitch, line, period, nal)
+            nnew += 1
+    phi1 /= take * lines_px
+    return phi1, (phin / (nnew * lines_px) if nnew else phi1), lines_px
+
+
+def _rows_pixels(layer, rows) -> float:
+    """The distinct in-image pixels that ``rows`` consecutive GEMM-K rows npq read over every filter
+    position (a tile of that many rows, `tile_pixel_counts`, on at most 4 places along N P Q)."""
+    NPQ = layer.n * layer.p * layer.q
+    rows = max(1, min(rows, NPQ))
+    picks, stands = tile_samples(NPQ, rows, 4)
+    counts = tile_pixel_counts(picks, rows, NPQ, layer.p, layer.q, layer.h, layer.w, layer.r, layer.s,
+                               *layer.stride, *layer.pad, *layer.dilation)
+    return float(np.dot(stands, counts) / stands.sum())
 
 
 def line_span(step, line) -> float:
@@ -600,18 +721,32 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     l2_ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
     uniq_dy = float(cdiv(NPQ * K * eb, SEC))
     uniq_x = float(uniq_input(N, C, H, W, P, Q, R, S, *layer.stride, *layer.pad, *layer.dilation, eb, True, SEC))
-    per_round = na_wave * a_round + nb_wave * b_round_avg
+    # the wave's tile_m slices lie side by side in each dy row: their lines once (`slices_union_lines`)
+    a_row_wave = min(na_wave * a_lines_row, slices_union_lines(K, tm, eb, LINE, na_wave))
+    a_row_eff = a_row_wave / na_wave if na_wave > 0 else a_lines_row
+    per_round = na_wave * tk * a_row_eff + nb_wave * b_round_avg
+    # x's lines a wave reads: the union of its columns' channel ranges in every touched pixel
+    phi1, phin, x_px_lines = x_wave_lines(tiles_m, tiles_n, swz, per_wave, tn, C, RSC, eb, LINE, _TILE_SAMPLES)
     sec_per_access = (sec_b / tiles_m) / all_total if all_total else 0.0
     far_b = 0.0
     for d, w in zip(all_dist, all_wt):
-        far_b += w * l2_miss_prob(max(d - span, 1.0) / tk * per_round / cap_lines, l2_ways, cliff)
+        rows = max(d - span, 1.0)
+        window = rows / tk * per_round
+        if phi1 > 0.0:
+            # the columns run in lockstep over the same rows: between the two reads they read the pixels of
+            # those rows over their positions once, not once a column (seed 4 #170, 3x3 over 98-wide rows,
+            # 18 columns: a re-read one image row on meets some 300 pixels, where 18 columns' rounds summed
+            # put it past the L2)
+            window = min(window, _rows_pixels(layer, int(round(rows))) * x_px_lines * phi1
+                         + na_wave * rows * a_row_eff)
+        far_b += w * l2_miss_prob(window / cap_lines, l2_ways, cliff)
     far_b *= sec_per_access
     a_slice = NPQ * a_sec_row
     b_slice = (sec_b / ctas) * b_first_frac if ctas else 0.0
     c_lines = cdiv(K * RSC * eb, LINE) / ctas
-    f1 = na_wave * NPQ * a_lines_row + nb_wave * ksteps * b_round_avg * b_first_frac + ctas_wave * c_lines
-    fnew = max(0.0, f1 - NPQ * a_lines_row * hist_ra[1] / n_waves
-               - ksteps * b_round_avg * b_first_frac * hist_rb[1] / n_waves)
+    x_lines = float(uniq_input(N, C, H, W, P, Q, R, S, *layer.stride, *layer.pad, *layer.dilation, eb, True, LINE))
+    f1 = na_wave * NPQ * a_row_eff + phi1 * x_lines + ctas_wave * c_lines
+    fnew = max(0.0, f1 - NPQ * a_row_eff * hist_ra[1] / n_waves - (phi1 - phin) * x_lines)
     reread_a = refetch_misses(hist_ra, a_slice, f1, fnew, cap_lines, l2_ways, cliff)
     # x re-read by later waves: the column's own, and the other positions' columns of the same channels
     hist_x = x_wave_rereads(tiles_m, tiles_n, swz, per_wave, tn, C, R * S, _X_CHANNELS)

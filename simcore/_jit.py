@@ -24,7 +24,9 @@ from numba.core import types
 
 def _typed_by_plain_types(dispatcher):
     """Make calls to ``dispatcher`` from compiled code resolve (and compile) on the unliteral types."""
-    literal_template = dispatcher.get_call_template
+    literal_template = getattr(dispatcher, "get_call_template", None)
+    if literal_template is None:             # NUMBA_DISABLE_JIT=1: numba.njit returned the plain function
+        return dispatcher
 
     def get_call_template(args, kws):
         return literal_template(tuple(types.unliteral(a) for a in args),

@@ -64,6 +64,28 @@ def test_accuracy_random_cli(tmp_path, capsys):
     assert again["layer"] == case["layer"] and again["simulated"] == case["simulated"]
 
 
+def test_accuracy_random_commands_name_the_cap_and_the_factors(tmp_path, capsys):
+    """The printed command of a worst case, run as printed, predicts that case with the same factors."""
+    factors = tmp_path / "f.json"
+    factors.write_text(json.dumps({"format": "deltasim-factors", "version": 2,
+                                   "factors": {"l1_hit_lo": 0.9, "l1_hit_hi": 1.5}}))
+    js = tmp_path / "r.json"
+    assert accuracy.main(["--random", "2", "--seed", "11", "--max-sectors", "300000", "--quiet", "--worst", "2",
+                          "--factors", str(factors), "--json", str(js)]) == 0
+    commands = [line.strip() for line in capsys.readouterr().out.splitlines()
+                if line.strip().startswith("python -m validation.accuracy")]
+    assert len(commands) == 2
+    doc = json.loads(js.read_text())
+    for command in commands:
+        argv = command.split()[3:]
+        assert argv[argv.index("--max-sectors") + 1] == "300000" and argv[argv.index("--factors") + 1] == str(factors)
+        index = int(argv[argv.index("--case") + 1])
+        assert accuracy.main(argv + ["--quiet", "--json", str(js)]) == 0
+        again = json.loads(js.read_text())["cases"][0]
+        case = next(c for c in doc["cases"] if c["command"] == command)
+        assert again["layer"] == case["layer"] and again["predicted"] == case["predicted"], index
+
+
 @pytest.mark.parametrize("argv", [["vgg16", "--random", "3"], ["--case", "1", "vgg16"],
                                   ["--random", "3", "--case", "3"], [], ["--random", "2", "--seed", "-1"]])
 def test_accuracy_random_bad_input(argv, capsys):

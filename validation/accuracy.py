@@ -189,7 +189,8 @@ def run_random(args) -> int:
     title = (f"{len(cases)} random cases, seed {args.seed}" if args.case is None
              else f"case {args.case} of seed {args.seed}: {cases[0].describe()}")
     title += f", factors: {args.factors or 'model defaults'}"
-    text = format_random_report(stats, worst=args.worst, title=title)
+    text = format_random_report(stats, worst=args.worst, title=title, factors=args.factors,
+                                max_sectors=args.max_sectors)
     sys.stdout.write(text)
     if args.markdown:
         write_text(args.markdown, text)
@@ -199,7 +200,7 @@ def run_random(args) -> int:
                    "seed": args.seed, "factors": args.factors,
                    "metrics": {k: {kk: vv for kk, vv in v.items()} for k, v in stats["metrics"].items()},
                    "cases": [{"index": r["case"].index, "description": r["case"].describe(),
-                              "command": r["case"].command(), "layer": r["case"].layer.as_dict(),
+                              "command": r["case"].command(args.factors, args.max_sectors), "layer": r["case"].layer.as_dict(),
                               "gpu": r["case"].gpu.name, "gpu_change": r["case"].gpu_change,
                               "kernel": r["case"].kernel.as_dict(), "errors": r["errors"],
                               "simulated": r["sim"], "predicted": {k: v for k, v in r["pred"].items()}}

@@ -88,9 +88,13 @@ class RandomCase(NamedTuple):
     def label(self) -> str:
         return f"random{self.seed}/{self.index}:{self.layer.name}@{self.gpu.name}"
 
-    def command(self) -> str:
-        """A one-line command that simulates and predicts this case again."""
-        return f"python -m validation.accuracy --random {self.index + 1} --seed {self.seed} --case {self.index}"
+    def command(self, factors: str | None = None, max_sectors: int | None = None) -> str:
+        """A one-line command that simulates and predicts this case again: with ``factors``, that factors
+        file; with a ``max_sectors`` other than the default, the cap that drew the case."""
+        cmd = f"python -m validation.accuracy --random {self.index + 1} --seed {self.seed} --case {self.index}"
+        if max_sectors and max_sectors != DEFAULT_MAX_SECTORS:
+            cmd += f" --max-sectors {max_sectors}"
+        return cmd + (f" --factors {factors}" if factors else "")
 
     def describe(self) -> str:
         l, k = self.layer, self.kernel

@@ -102,8 +102,10 @@ def _pct(x):
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def format_random_report(stats: dict, *, worst: int = 10, title: str = "") -> str:
-    """The per-metric table (Markdown) and the worst cases with their commands."""
+def format_random_report(stats: dict, *, worst: int = 10, title: str = "", factors: str | None = None,
+                         max_sectors: int | None = None) -> str:
+    """The per-metric table (Markdown) and the worst cases with their commands (naming ``factors`` and
+    ``max_sectors``, as `RandomCase.command`)."""
     out = []
     if title:
         out.append(title)
@@ -145,5 +147,5 @@ def format_random_report(stats: dict, *, worst: int = 10, title: str = "") -> st
                 errs += f", L1 sectors {_pct(l1)}"
             out.append(f"  #{case.index:<4d} {errs}")
             out.append(f"        {case.describe()}")
-            out.append(f"        {case.command()}")
+            out.append(f"        {case.command(factors, max_sectors)}")
     return "\n".join(out) + "\n"
