@@ -20,9 +20,9 @@ from ._l2 import cliff_params, l2_miss_prob, refetch_misses
 from ._schedule import GAP_MAX, WAVE_SAMPLES, sample_index, tile_of, wave_stats
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
-# _counts.py, _l2.py and _schedule.py. tests/test_jit_deps.py checks this digest of them: updating the
+# _counts.py, _l2.py and _schedule.py (and _wgrad calls _counts_grouped). tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "80c7c2ef0da7ec88"
+_JIT_DEPS_SHA256 = "4b3d3861d9251535"
 
 __all__ = ["pixel_reuse"]
 
