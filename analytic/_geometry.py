@@ -126,7 +126,9 @@ def _fprop(layer, kernel):
                          (last_n * lpr_b, last_n * b_row_lines) if last_n != tn else None)
     sec_b = ex["sec_B"]
     uniq_b = float(_cdiv(K * C * R * S * eb, SEC))
-    if C <= tk and nhwc and C * eb < SEC and sec_b:
+    if C <= tk and nhwc and (C * eb) % SEC and sec_b:
+        # one k-step a filter position: its C e bytes of a filter row end in the sector the next position's
+        # begin in, re-read one round later (any C e off the sector grid: seed 4 #265 and #208, 48 bytes)
         reuse_b1 = _reread_next_round(uniq_b, tiles_n, sec_b, tiles_m * tiles_n)
     else:
         reuse_b1 = 0.0
