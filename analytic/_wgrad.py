@@ -15,6 +15,7 @@ from simcore._jit import njit
 
 from ._common import assemble, cdiv, dirty_at_end, layer_time, tile_samples, uniq_input
 from ._counts_grouped import tile_pixel_counts
+from ._memo import memo
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses
 from ._schedule import GAP_MAX, WAVE_SAMPLES, sample_index, tile_of, wave_stats
@@ -292,6 +293,7 @@ def x_wave_lines(tiles_m, tiles_n, swz, per_wave, tn, C, RSC, eb, line, samples)
     return phi1, (phin / (nnew * lines_px) if nnew else phi1), lines_px
 
 
+@memo(4096)
 def _rows_pixels(layer, rows) -> float:
     """The distinct in-image pixels that ``rows`` consecutive GEMM-K rows npq read over every filter
     position (a tile of that many rows, `tile_pixel_counts`, on at most 4 places along N P Q)."""
@@ -732,11 +734,12 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     for d, w in zip(all_dist, all_wt):
         rows = max(d - span, 1.0)
         window = rows / tk * per_round
-        if phi1 > 0.0:
+        if phi1 > 0.0 and l2_miss_prob(window / cap_lines, l2_ways, cliff) > 1e-4:
             # the columns run in lockstep over the same rows: between the two reads they read the pixels of
             # those rows over their positions once, not once a column (seed 4 #170, 3x3 over 98-wide rows,
             # 18 columns: a re-read one image row on meets some 300 pixels, where 18 columns' rounds summed
-            # put it past the L2)
+            # put it past the L2); counted only where the sum misses more than 1e-4 (the union is smaller, and its
+            # count costs some 40 us a distance)
             window = min(window, _rows_pixels(layer, int(round(rows))) * x_px_lines * phi1
                          + na_wave * rows * a_row_eff)
         far_b += w * l2_miss_prob(window / cap_lines, l2_ways, cliff)
