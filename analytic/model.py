@@ -23,6 +23,7 @@ from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_mis
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
+from ._followers import follower_misses, follower_windows
 from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
                         l2_classes, refetch_waves, sm_config_summary)
 from ._store_only import store_only_rereads
@@ -44,7 +45,9 @@ _NO_CORR = np.zeros((1, 1), np.float64)  # no issue-order corrections
 _NO_REL = np.ones((1, 1), np.float64)
 _NO_B = np.ones((1, 1), np.float64)
 _NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
-_NO_CLASS = np.zeros((1, 4), np.float64)  # nchw: no within-CTA L2 term
+_NO_CLASS = np.zeros((1, 4), np.float64)
+FOLLOWER_SAMPLES = 4       # waves sampled by `_followers.follower_windows`
+FOLLOWER_REACH = 0.25      # a round's CTA steps below this share of the L2 leave every follower a hit  # nchw: no within-CTA L2 term
 _APART = 1e12                               # the operands' lines in disjoint sets: no cross term
 
 
@@ -678,8 +681,20 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         same_wave = max(0.0, wsum[0] - wsum[4]) / wsum[0]
         halo = same_wave * spr * halo_misses(halo_tab[0], halo_tab[1], (tm / M) * lpr_a, l2cls, l2_ways, cliff,
                                              l2_tab)
-    dram_a = min(miss_a, uniq_a + reread_a + inner + halo)
-    dram_b = min(miss_b, uniq_b + reread_b)
+    # the wave's other CTAs of a tile re-read its sectors in the same round from other SMs, behind the CTAs
+    # placed between (`_followers`); only where a round's CTA steps could fill a share of the L2
+    follow_a = follow_b = 0.0
+    a_step, b_step = rows_tm * lpr_a, b_lines_round
+    if ctas_wave * (a_step + b_step) > FOLLOWER_REACH * cap_lines:
+        grid = (tiles_m, tiles_n, swz, sms, cps)
+        # (the first reader's own re-read one round on comes behind the tile's last follower, so its window
+        # is the wrap's, shorter than the round `inner` judges: not counted yet, MODEL.md section 9)
+        wins, _, weight, _ = follower_windows(*grid, FOLLOWER_SAMPLES, a_step, b_step, False)
+        follow_a = follower_misses(wins, weight, miss_a / ctas, cap_lines, l2_ways, cliff)
+        wins, _, weight, _ = follower_windows(*grid, FOLLOWER_SAMPLES, a_step, b_step, True)
+        follow_b = follower_misses(wins, weight, miss_b / ctas, cap_lines, l2_ways, cliff)
+    dram_a = min(miss_a, uniq_a + reread_a + inner + halo + follow_a)
+    dram_b = min(miss_b, uniq_b + reread_b + follow_b)
     dirty, dram_w = stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)
     out = relabel_loads(assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b,
                                  dram_w, dirty, uniq_c), kinds)

@@ -23,6 +23,7 @@ JIT_DEPENDENCIES = {
     "analytic._groups": ["analytic/_counts.py"],
     "analytic._counts_fprop": ["analytic/_counts.py", "analytic/_groups.py"],
     "analytic._counts_backward": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py"],
+    "analytic._followers": ["analytic/_l2.py", "analytic/_schedule.py"],
     "analytic._wgrad": ["analytic/_counts.py", "analytic/_counts_grouped.py", "analytic/_l2.py", "analytic/_schedule.py"],
     "analytic._counts_grouped": ["analytic/_counts.py", "analytic/_counts_fprop.py", "analytic/_groups.py",
                                  "analytic/_reuse.py"],

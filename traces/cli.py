@@ -22,6 +22,11 @@ class ArgumentParser(argparse.ArgumentParser):
 def cli_main(create_parser, check_arguments, run, argv=None) -> int:
     """Parse, check and run; bad input -> one ``error: ...`` line on stderr and exit status 2."""
     parser = create_parser()
+
+    def error(message):                # argparse's own errors: one line too, not the usage block
+        raise ValueError(f"{message} (--help explains the arguments)")
+
+    parser.error = error
     try:
         args = parser.parse_args(argv)
         check_arguments(args)

@@ -33,7 +33,8 @@ import numpy as np
 from simcore import metrics as M
 from traces.cli import CLIError, cli_main
 
-__all__ = ["replay_l1", "format_replay", "create_parser", "check_arguments", "run", "main"]
+__all__ = ["replay_l1", "format_replay", "lru_lookup", "parse_random_case", "create_parser", "check_arguments", "run",
+           "main"]
 
 #: Dense layers: a same-CTA re-read's k-steps since the last read, (first, last or None, label).
 _D_BINS = ((1, 1, "same CTA, 1 k-steps"), (2, 8, "same CTA, 2-8 k-steps"), (9, 64, "same CTA, 9-64 k-steps"),
@@ -48,6 +49,34 @@ def _same_cta_class(prev_step, step, per_group):
         if d >= lo and (hi is None or d <= hi):
             return label
     return "same CTA, 0 k-steps"          # the same k-step (another request of it)
+
+
+def lru_lookup(lines, line, sector, ways) -> tuple:
+    """Read ``sector`` of ``line`` in one set of a sectored LRU (``lines``: an OrderedDict line -> its valid
+    sectors, LRU first; DESIGN section 4): (hit, whether the line was there). A tag miss evicts the LRU line
+    of a full set and allocates the line with this sector alone."""
+    if line in lines:
+        lines.move_to_end(line)
+        held = lines[line]
+        hit = sector in held
+        if not hit:
+            held[sector] = False
+        return hit, True
+    if len(lines) >= ways:
+        lines.popitem(last=False)
+    lines[line] = {sector: False}
+    return False, False
+
+
+def parse_random_case(text) -> tuple:
+    """(seed, index) of a ``SEED:INDEX`` argument, or `CLIError`."""
+    try:
+        seed, index = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise CLIError(f"--random-case: expected SEED:INDEX (two integers), got {text!r}") from None
+    if seed < 0 or index < 0:
+        raise CLIError(f"--random-case: SEED and INDEX must be non-negative, got {text!r}")
+    return seed, index
 
 
 def replay_l1(layer, gpu, kernel, sm: int = 0) -> dict:
@@ -76,7 +105,7 @@ def replay_l1(layer, gpu, kernel, sm: int = 0) -> dict:
     per_group = 0
     if layer.groups > 1:
         per_group = layer.r * layer.s * -(-layer.c_per_group // kernel.tile_k)
-    cache = [OrderedDict() for _ in range(sets)]   # line -> set of valid sectors, LRU first
+    cache = [OrderedDict() for _ in range(sets)]   # line -> valid sectors, LRU first
     last = {}                                      # sector address -> (cta, k-step) of its last read
     classes = {"A": {}, "B": {}}
     ctas = set()
@@ -95,15 +124,7 @@ def replay_l1(layer, gpu, kernel, sm: int = 0) -> dict:
                 lines = cache[line % sets]
                 if line not in present:
                     present[line] = line in lines
-                if line in lines:
-                    lines.move_to_end(line)
-                    hit = sector in lines[line]
-                    lines[line].add(sector)
-                else:
-                    if len(lines) >= ways:
-                        lines.popitem(last=False)
-                    lines[line] = {sector}
-                    hit = False
+                hit = lru_lookup(lines, line, sector, ways)[0]
                 if op is None:
                     continue
                 prev = last.get(addr)
@@ -151,13 +172,7 @@ def create_parser() -> argparse.ArgumentParser:
 
 
 def check_arguments(args) -> None:
-    try:
-        seed, index = (int(part) for part in args.random_case.split(":"))
-    except ValueError:
-        raise CLIError(f"--random-case: expected SEED:INDEX (two integers), got {args.random_case!r}") from None
-    if seed < 0 or index < 0:
-        raise CLIError(f"--random-case: SEED and INDEX must be non-negative, got {args.random_case!r}")
-    args.seed, args.index = seed, index
+    args.seed, args.index = parse_random_case(args.random_case)
     if args.json:
         from .common import check_output_path
         check_output_path("--json", args.json)

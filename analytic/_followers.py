@@ -1,0 +1,123 @@
+"""Same-round sharers of a tile on other SMs: the L2 lines between a tile's first reader and its followers.
+
+The dense engine counts a wave's DRAM reads of A (B) once per tile_m (tile_n) and wave: the wave's other CTAs
+of that tile read the same sectors in the same round, "right behind" the first (MODEL.md section 3). In a
+round the SMs step in SM order and each SM's CTAs in slot order (DESIGN section 3), so a follower on another
+SM reads them after every CTA placed between the two has stepped, and those CTAs' lines stand between the two
+reads in the L2: their distinct tiles' A lines of a k-step and filter lines. Where that reaches the L2 (many
+CTAs a wave, a small L2), the follower misses too. Seed 2 #132 (360 CTAs a wave, 64 one-line rows and 128
+filter lines a step, a quarter of a titanxp's L2; `validation.l2_replay`): the CTAs of a tile_m sit 14 to 17
+SMs apart, 110 CTAs of other tiles between, and 69 % of the followers' A reads miss the L2; taken as hits,
+A's DRAM reads were 2.5 M predicted, 6.9 M simulated.
+
+`follower_windows` counts, on sampled waves, each follower's distinct tiles between it and the previous
+reader of its tile; `follower_misses` judges those windows against the L2.
+"""
+from __future__ import annotations
+
+import numpy as np
+from simcore._jit import njit
+
+from ._l2 import l2_miss_prob
+from ._schedule import tile_of
+
+# Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from _l2.py and
+# _schedule.py: tests/test_jit_deps.py checks this digest of them, so no stale compiled kernel survives an edit.
+_JIT_DEPS_SHA256 = "d61e2ce250475644"
+
+__all__ = ["follower_windows", "follower_misses", "mean_miss"]
+
+
+@njit(cache=True)
+def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines, along_n):
+    """(window lines of each follower on the sampled waves, window lines of each shared tile's wrap, followers
+    and wraps each sample stands for, the share of the waves' tiles that have followers).
+
+    A follower is a CTA whose wave placed another CTA of its tile_m (``along_n`` false) or tile_n (true) before
+    it in the round; its window is the distinct tile_m's times ``a_lines`` plus the distinct tile_n's times
+    ``b_lines`` (a CTA's lines of one k-step) of the CTAs placed strictly between the two. A shared tile's wrap
+    is the window of its first reader's next-round read: the CTAs placed after the tile's last CTA in the round
+    and before its first. Wave w holds blocks w·P .. w·P + P - 1 (P = sms x cps: waves retire together), block
+    i of the wave on SM i mod sms, slot i div sms (DESIGN section 3's passes), its place in the round SM x cps
+    + slot. At most ``samples`` waves, spread evenly over the grid."""
+    ctas = tiles_m * tiles_n
+    per_wave = sms * cps
+    waves = (ctas + per_wave - 1) // per_wave
+    take = min(waves, samples)
+    order_tm = np.empty(per_wave, np.int64)
+    order_tn = np.empty(per_wave, np.int64)
+    place = np.empty(per_wave, np.int64)
+    ntile = max(tiles_m, tiles_n)
+    last = np.empty(ntile, np.int64)
+    first_at = np.empty(ntile, np.int64)
+    copies = np.zeros(ntile, np.int64)
+    seen_m = np.zeros(tiles_m, np.int64)
+    seen_n = np.zeros(tiles_n, np.int64)
+    out = np.empty(take * per_wave, np.float64)
+    wraps = np.empty(take * per_wave, np.float64)
+    nout = 0
+    nwrap = 0
+    tiles_seen = 0
+    stamp = 0
+    for iw in range(take):
+        w = (iw * waves) // take
+        first = w * per_wave
+        count = min(per_wave, ctas - first)
+        for i in range(count):
+            place[i] = (i % sms) * cps + i // sms
+        order = np.argsort(place[:count])
+        for j in range(count):
+            tm, tn = tile_of(first + order[j], tiles_m, tiles_n, swz)
+            order_tm[j] = tm
+            order_tn[j] = tn
+        last[:] = -1
+        copies[:] = 0
+        for j in range(count):
+            t = order_tn[j] if along_n else order_tm[j]
+            if last[t] >= 0:
+                stamp += 1
+                na = 0
+                nb = 0
+                for u in range(last[t] + 1, j):
+                    if seen_m[order_tm[u]] != stamp:
+                        seen_m[order_tm[u]] = stamp
+                        na += 1
+                    if seen_n[order_tn[u]] != stamp:
+                        seen_n[order_tn[u]] = stamp
+                        nb += 1
+                out[nout] = na * a_lines + nb * b_lines
+                nout += 1
+            else:
+                first_at[t] = j
+                tiles_seen += 1
+            last[t] = j
+            copies[t] += 1
+        for t in range(ntile):
+            if copies[t] > 1:
+                stamp += 1
+                na = 0
+                nb = 0
+                for v in range(last[t] + 1, first_at[t] + count):
+                    u = v % count
+                    if seen_m[order_tm[u]] != stamp:
+                        seen_m[order_tm[u]] = stamp
+                        na += 1
+                    if seen_n[order_tn[u]] != stamp:
+                        seen_n[order_tn[u]] = stamp
+                        nb += 1
+                wraps[nwrap] = na * a_lines + nb * b_lines
+                nwrap += 1
+    return out[:nout], wraps[:nwrap], waves / take, (nwrap / tiles_seen if tiles_seen else 0.0)
+
+
+def follower_misses(windows, weight, misses_per_cta, cap_lines, ways, cliff) -> float:
+    """Sectors the followers (`follower_windows`) read from DRAM: each of a follower's L1 misses of the tile
+    (``misses_per_cta``) finds its line gone where the window's lines fill the L2 (`_l2.l2_miss_prob`)."""
+    return mean_miss(windows, cap_lines, ways, cliff) * windows.shape[0] * weight * misses_per_cta
+
+
+def mean_miss(windows, cap_lines, ways, cliff) -> float:
+    """The mean L2 miss probability of ``windows`` (lines each), 0 for none."""
+    if windows.shape[0] == 0:
+        return 0.0
+    return sum(l2_miss_prob(lines / cap_lines, ways, cliff) for lines in windows) / windows.shape[0]
