@@ -30,8 +30,9 @@ __all__ = ["follower_windows", "follower_misses", "mean_miss"]
 
 @njit(cache=True)
 def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines, along_n):
-    """(window lines of each follower on the sampled waves, window lines of each shared tile's wrap, followers
-    and wraps each sample stands for, the share of the waves' tiles that have followers).
+    """(window lines of each follower on the sampled waves, window lines of each shared tile's wrap, the lines
+    of the wrap's whole round (every tile of its wave once), followers and wraps each sample stands for, the
+    share of the waves' tiles that have followers).
 
     A follower is a CTA whose wave placed another CTA of its tile_m (``along_n`` false) or tile_n (true) before
     it in the round; its window is the distinct tile_m's times ``a_lines`` plus the distinct tile_n's times
@@ -55,6 +56,7 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines,
     seen_n = np.zeros(tiles_n, np.int64)
     out = np.empty(take * per_wave, np.float64)
     wraps = np.empty(take * per_wave, np.float64)
+    rounds = np.empty(take * per_wave, np.float64)
     nout = 0
     nwrap = 0
     tiles_seen = 0
@@ -92,6 +94,17 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines,
                 tiles_seen += 1
             last[t] = j
             copies[t] += 1
+        stamp += 1                              # the round's own lines: every tile of the wave once
+        na = 0
+        nb = 0
+        for u in range(count):
+            if seen_m[order_tm[u]] != stamp:
+                seen_m[order_tm[u]] = stamp
+                na += 1
+            if seen_n[order_tn[u]] != stamp:
+                seen_n[order_tn[u]] = stamp
+                nb += 1
+        round_lines = na * a_lines + nb * b_lines
         for t in range(ntile):
             if copies[t] > 1:
                 stamp += 1
@@ -106,8 +119,9 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines,
                         seen_n[order_tn[u]] = stamp
                         nb += 1
                 wraps[nwrap] = na * a_lines + nb * b_lines
+                rounds[nwrap] = round_lines
                 nwrap += 1
-    return out[:nout], wraps[:nwrap], waves / take, (nwrap / tiles_seen if tiles_seen else 0.0)
+    return out[:nout], wraps[:nwrap], rounds[:nwrap], waves / take, (nwrap / tiles_seen if tiles_seen else 0.0)
 
 
 def follower_misses(windows, weight, misses_per_cta, cap_lines, ways, cliff) -> float:

@@ -424,11 +424,19 @@ def halo_misses(x, rows, tile_lines, l2cls, l2_ways, l2_cliff, l2_tab):
 def _class_l2_miss(l2cls, a_lines, a_scale, d, l2_ways, l2_cliff, l2_tab):
     """A window of ``a_lines`` A lines (x ``a_scale``) and d rounds against the L2, per class of waves of
     ``l2cls`` (`_schedule.l2_classes`): the classes' miss probabilities, summed with their weights; a
-    class's A lines at most the wave's distinct ones."""
+    class's A lines at most the wave's distinct ones. Optional columns 4 and 5: the share of tiles with
+    same-round followers and the window's shift for them (`model._predict_gemm`)."""
     total = 0.0
     for c in range(l2cls.shape[0]):
         xa = min(a_lines * (l2cls[c, 0] * a_scale), l2cls[c, 1])
-        total += l2cls[c, 3] * l2_miss_window(xa + d * l2cls[c, 2], l2_ways, l2_cliff, l2_tab)
+        x = xa + d * l2cls[c, 2]
+        miss = l2_miss_window(x, l2_ways, l2_cliff, l2_tab)
+        if l2cls.shape[1] > 5 and l2cls[c, 4] > 0.0:
+            # a shared tile (share column 4): its last same-round follower read the line after this CTA, so
+            # the window is short by the round's lines between its copies (column 5, `_followers`)
+            miss = ((1.0 - l2cls[c, 4]) * miss
+                    + l2cls[c, 4] * l2_miss_window(max(0.0, x - l2cls[c, 5]), l2_ways, l2_cliff, l2_tab))
+        total += l2cls[c, 3] * miss
     return total
 
 

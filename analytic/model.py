@@ -166,7 +166,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     uniq_sum = 0.0
     for geo, mult in groups:
         part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched, counted=False,
-                             brep_share=share)
+                             brep_share=share, followers=False)
         uniq_sum += mult * part.pop("_uniq_a")
         if total is None:
             total = {key: mult * value for key, value in part.items()}
@@ -455,11 +455,14 @@ def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, lin
     return ctas_wave * (c_full - c_lines), ctas_wave * (c_last - c_full), 1.0 / (nbands - 1), ncols / tiles_n
 
 
-def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True, brep_share=1.0):
+def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True, brep_share=1.0,
+                  followers=True):
     """Every metric of the dense GEMM ``geo``. ``counted``: judge the reuses one filter position back on
     their counted windows (`_issue_order`); strided dgrad's sub-problems do not: measured, their counted
     windows put seed 1 #292 at +28.7 % and seed 4 #70 at 11.9 % (MODEL.md section 9), their co-resident
-    tiles of one place being judged in the configurations (`_dgrad_places`)."""
+    tiles of one place being judged in the configurations (`_dgrad_places`). ``followers``: count the
+    same-round sharers of a tile on other SMs (`_followers`) on ``geo``'s own grid; strided dgrad's
+    sub-problems do not, their CTAs being placed by the whole layer's grid (`_later_wave_rereads`)."""
     win = geo.win
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
     sh, sw, dh, dw = win.sh, win.sw, win.dh, win.dw
@@ -554,6 +557,15 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         # where its larger waves reach the cliff, not where their average does; a wave's tiles' windows
         # overlap where the filter reaches far, and count at most its distinct A lines
         l2cls = l2_classes(wave_tab, tiles_m, cap_lines, b_lines_round, uniq_a_lines / M, rows_tm, delta)
+        if followers and ctas_wave * (rows_tm * lpr_a + b_lines_round) > FOLLOWER_REACH * cap_lines:
+            # a shared tile's first reader re-reads d rounds on behind the tile's last follower: its window is
+            # the round's lines less those between its first and last copies (`_followers`; `_reuse.miss_rows`
+            # takes that shift for the share of tiles that are shared)
+            fw_a = follower_windows(tiles_m, tiles_n, swz, sms, cps, FOLLOWER_SAMPLES, rows_tm * lpr_a,
+                                    b_lines_round, False)
+            wraps, rounds, shared = fw_a[1], fw_a[2], fw_a[4]
+            shift = float(np.maximum(rounds - wraps, 0.0).mean()) / cap_lines if wraps.shape[0] else 0.0
+            l2cls = np.hstack((l2cls, np.tile(np.array([[shared, shift]]), (l2cls.shape[0], 1))))
     else:
         l2cls = _NO_CLASS
     l2_ways = float(gpu.l2_ways)
@@ -679,19 +691,18 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     halo = 0.0
     if halo_tab is not None and wsum[0] > 0:         # (nhwc: None for nchw)
         same_wave = max(0.0, wsum[0] - wsum[4]) / wsum[0]
-        halo = same_wave * spr * halo_misses(halo_tab[0], halo_tab[1], (tm / M) * lpr_a, l2cls, l2_ways, cliff,
+        halo = same_wave * spr * halo_misses(halo_tab[0], halo_tab[1], (tm / M) * lpr_a,
+                                             np.ascontiguousarray(l2cls[:, :4]), l2_ways, cliff,
                                              l2_tab)
     # the wave's other CTAs of a tile re-read its sectors in the same round from other SMs, behind the CTAs
     # placed between (`_followers`); only where a round's CTA steps could fill a share of the L2
     follow_a = follow_b = 0.0
     a_step, b_step = rows_tm * lpr_a, b_lines_round
-    if ctas_wave * (a_step + b_step) > FOLLOWER_REACH * cap_lines:
+    if followers and ctas_wave * (a_step + b_step) > FOLLOWER_REACH * cap_lines:
         grid = (tiles_m, tiles_n, swz, sms, cps)
-        # (the first reader's own re-read one round on comes behind the tile's last follower, so its window
-        # is the wrap's, shorter than the round `inner` judges: not counted yet, MODEL.md section 9)
-        wins, _, weight, _ = follower_windows(*grid, FOLLOWER_SAMPLES, a_step, b_step, False)
+        wins, _, _, weight, _ = follower_windows(*grid, FOLLOWER_SAMPLES, a_step, b_step, False)
         follow_a = follower_misses(wins, weight, miss_a / ctas, cap_lines, l2_ways, cliff)
-        wins, _, weight, _ = follower_windows(*grid, FOLLOWER_SAMPLES, a_step, b_step, True)
+        wins, _, _, weight, _ = follower_windows(*grid, FOLLOWER_SAMPLES, a_step, b_step, True)
         follow_b = follower_misses(wins, weight, miss_b / ctas, cap_lines, l2_ways, cliff)
     dram_a = min(miss_a, uniq_a + reread_a + inner + halo + follow_a)
     dram_b = min(miss_b, uniq_b + reread_b + follow_b)
