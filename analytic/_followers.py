@@ -25,18 +25,19 @@ from ._schedule import tile_of
 # _schedule.py: tests/test_jit_deps.py checks this digest of them, so no stale compiled kernel survives an edit.
 _JIT_DEPS_SHA256 = "d61e2ce250475644"
 
-__all__ = ["follower_windows", "follower_misses", "mean_miss"]
+__all__ = ["follower_windows", "window_lines", "follower_misses", "mean_miss"]
 
 
 @njit(cache=True)
-def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines, along_n):
-    """(window lines of each follower on the sampled waves, window lines of each shared tile's wrap, the lines
-    of the wrap's whole round (every tile of its wave once), followers and wraps each sample stands for, the
-    share of the waves' tiles that have followers).
+def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, along_n):
+    """(each follower's window on the sampled waves, each shared tile's wrap, the wrap's whole round (every
+    tile of its wave once), followers and wraps each sample stands for, the share of the waves' tiles that
+    have followers). A window is a row [distinct tile_m's, distinct tile_n's]: times a tile's A lines and a
+    CTA's filter lines of one k-step, its lines (`window_lines`).
 
     A follower is a CTA whose wave placed another CTA of its tile_m (``along_n`` false) or tile_n (true) before
-    it in the round; its window is the distinct tile_m's times ``a_lines`` plus the distinct tile_n's times
-    ``b_lines`` (a CTA's lines of one k-step) of the CTAs placed strictly between the two. A shared tile's wrap
+    it in the round; its window holds the distinct tile_m's and tile_n's of the CTAs placed strictly between
+    the two. A shared tile's wrap
     is the window of its first reader's next-round read: the CTAs placed after the tile's last CTA in the round
     and before its first. Wave w holds blocks w·P .. w·P + P - 1 (P = sms x cps: waves retire together), block
     i of the wave on SM i mod sms, slot i div sms (DESIGN section 3's passes), its place in the round SM x cps
@@ -54,9 +55,9 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines,
     copies = np.zeros(ntile, np.int64)
     seen_m = np.zeros(tiles_m, np.int64)
     seen_n = np.zeros(tiles_n, np.int64)
-    out = np.empty(take * per_wave, np.float64)
-    wraps = np.empty(take * per_wave, np.float64)
-    rounds = np.empty(take * per_wave, np.float64)
+    out = np.empty((take * per_wave, 2), np.float64)
+    wraps = np.empty((take * per_wave, 2), np.float64)
+    rounds = np.empty((take * per_wave, 2), np.float64)
     nout = 0
     nwrap = 0
     tiles_seen = 0
@@ -87,7 +88,8 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines,
                     if seen_n[order_tn[u]] != stamp:
                         seen_n[order_tn[u]] = stamp
                         nb += 1
-                out[nout] = na * a_lines + nb * b_lines
+                out[nout, 0] = na
+                out[nout, 1] = nb
                 nout += 1
             else:
                 first_at[t] = j
@@ -104,7 +106,8 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines,
             if seen_n[order_tn[u]] != stamp:
                 seen_n[order_tn[u]] = stamp
                 nb += 1
-        round_lines = na * a_lines + nb * b_lines
+        round_a = na
+        round_b = nb
         for t in range(ntile):
             if copies[t] > 1:
                 stamp += 1
@@ -118,10 +121,17 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, a_lines, b_lines,
                     if seen_n[order_tn[u]] != stamp:
                         seen_n[order_tn[u]] = stamp
                         nb += 1
-                wraps[nwrap] = na * a_lines + nb * b_lines
-                rounds[nwrap] = round_lines
+                wraps[nwrap, 0] = na
+                wraps[nwrap, 1] = nb
+                rounds[nwrap, 0] = round_a
+                rounds[nwrap, 1] = round_b
                 nwrap += 1
     return out[:nout], wraps[:nwrap], rounds[:nwrap], waves / take, (nwrap / tiles_seen if tiles_seen else 0.0)
+
+
+def window_lines(counts, a_lines, b_lines) -> np.ndarray:
+    """Lines of `follower_windows`' windows: distinct tile_m's x ``a_lines`` + distinct tile_n's x ``b_lines``."""
+    return counts[:, 0] * a_lines + counts[:, 1] * b_lines
 
 
 def follower_misses(windows, weight, misses_per_cta, cap_lines, ways, cliff) -> float:

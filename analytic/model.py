@@ -23,7 +23,7 @@ from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_mis
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
-from ._followers import follower_misses, follower_windows
+from ._followers import follower_misses, follower_windows, window_lines
 from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
                         l2_classes, refetch_waves, sm_config_summary)
 from ._store_only import store_only_rereads
@@ -382,6 +382,16 @@ def _wave_cliff(gpu, cliff, win, eb, line, nhwc, share_a):
     return (cliff[0], share * d_a + (1.0 - share) * cliff[1])
 
 
+@memo(1024)
+def _follower_windows(tiles_m, tiles_n, swz, sms, cps, along_n) -> tuple:
+    """`_followers.follower_windows` on `FOLLOWER_SAMPLES` waves, memoized per grid and machine (0.1-0.8 ms a
+    grid of 100-400 CTAs a wave, measured: a network's layers of one grid share it)."""
+    out = follower_windows(tiles_m, tiles_n, swz, sms, cps, FOLLOWER_SAMPLES, along_n)
+    for a in out[:3]:
+        a.setflags(write=False)
+    return out
+
+
 @memo(4096)
 def _block_classes(C, tk, eb, step, pos_step, line, sec, lpr_a, nhwc) -> tuple:
     """((A lines per row access, share of A's sectors, share of the k-steps), ...) per class of channel
@@ -561,10 +571,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
             # a shared tile's first reader re-reads d rounds on behind the tile's last follower: its window is
             # the round's lines less those between its first and last copies (`_followers`; `_reuse.miss_rows`
             # takes that shift for the share of tiles that are shared)
-            fw_a = follower_windows(tiles_m, tiles_n, swz, sms, cps, FOLLOWER_SAMPLES, rows_tm * lpr_a,
-                                    b_lines_round, False)
-            wraps, rounds, shared = fw_a[1], fw_a[2], fw_a[4]
-            shift = float(np.maximum(rounds - wraps, 0.0).mean()) / cap_lines if wraps.shape[0] else 0.0
+            _, wraps, rounds, _, shared = _follower_windows(tiles_m, tiles_n, swz, sms, cps, False)
+            gap = window_lines(rounds - wraps, rows_tm * lpr_a, b_lines_round)
+            shift = float(np.maximum(gap, 0.0).mean()) / cap_lines if gap.shape[0] else 0.0
             l2cls = np.hstack((l2cls, np.tile(np.array([[shared, shift]]), (l2cls.shape[0], 1))))
     else:
         l2cls = _NO_CLASS
@@ -700,10 +709,12 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     a_step, b_step = rows_tm * lpr_a, b_lines_round
     if followers and ctas_wave * (a_step + b_step) > FOLLOWER_REACH * cap_lines:
         grid = (tiles_m, tiles_n, swz, sms, cps)
-        wins, _, _, weight, _ = follower_windows(*grid, FOLLOWER_SAMPLES, a_step, b_step, False)
-        follow_a = follower_misses(wins, weight, miss_a / ctas, cap_lines, l2_ways, cliff)
-        wins, _, _, weight, _ = follower_windows(*grid, FOLLOWER_SAMPLES, a_step, b_step, True)
-        follow_b = follower_misses(wins, weight, miss_b / ctas, cap_lines, l2_ways, cliff)
+        wins, _, _, weight, _ = _follower_windows(*grid, False)
+        follow_a = follower_misses(window_lines(wins, a_step, b_step), weight, miss_a / ctas, cap_lines, l2_ways,
+                                   cliff)
+        wins, _, _, weight, _ = _follower_windows(*grid, True)
+        follow_b = follower_misses(window_lines(wins, a_step, b_step), weight, miss_b / ctas, cap_lines, l2_ways,
+                                   cliff)
     dram_a = min(miss_a, uniq_a + reread_a + inner + halo + follow_a)
     dram_b = min(miss_b, uniq_b + reread_b + follow_b)
     dirty, dram_w = stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)
