@@ -25,7 +25,7 @@ from ._schedule import tile_of
 # _schedule.py: tests/test_jit_deps.py checks this digest of them, so no stale compiled kernel survives an edit.
 _JIT_DEPS_SHA256 = "d61e2ce250475644"
 
-__all__ = ["follower_windows", "window_lines", "follower_misses", "mean_miss"]
+__all__ = ["follower_windows", "window_lines", "follower_misses"]
 
 
 @njit(cache=True)
@@ -137,11 +137,13 @@ def window_lines(counts, a_lines, b_lines) -> np.ndarray:
 def follower_misses(windows, weight, misses_per_cta, cap_lines, ways, cliff) -> float:
     """Sectors the followers (`follower_windows`) read from DRAM: each of a follower's L1 misses of the tile
     (``misses_per_cta``) finds its line gone where the window's lines fill the L2 (`_l2.l2_miss_prob`)."""
-    return mean_miss(windows, cap_lines, ways, cliff) * windows.shape[0] * weight * misses_per_cta
+    return _miss_sum(windows, cap_lines, ways, cliff) * weight * misses_per_cta
 
 
-def mean_miss(windows, cap_lines, ways, cliff) -> float:
-    """The mean L2 miss probability of ``windows`` (lines each), 0 for none."""
-    if windows.shape[0] == 0:
-        return 0.0
-    return sum(l2_miss_prob(lines / cap_lines, ways, cliff) for lines in windows) / windows.shape[0]
+@njit(cache=True)
+def _miss_sum(windows, cap_lines, ways, cliff):
+    """The L2 miss probabilities of ``windows`` (lines each), summed."""
+    total = 0.0
+    for i in range(windows.shape[0]):
+        total += l2_miss_prob(windows[i] / cap_lines, ways, cliff)
+    return total
