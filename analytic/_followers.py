@@ -29,6 +29,23 @@ __all__ = ["follower_windows", "window_lines", "follower_misses"]
 
 
 @njit(cache=True)
+def _distinct(order_tm, order_tn, lo, hi, count, seen_m, seen_n, stamp):
+    """(distinct tile_m's, distinct tile_n's) at the places lo .. hi - 1 of the round (mod ``count``): marks in
+    ``seen_m`` / ``seen_n`` with ``stamp``, a value no earlier call used."""
+    na = 0
+    nb = 0
+    for v in range(lo, hi):
+        u = v % count
+        if seen_m[order_tm[u]] != stamp:
+            seen_m[order_tm[u]] = stamp
+            na += 1
+        if seen_n[order_tn[u]] != stamp:
+            seen_n[order_tn[u]] = stamp
+            nb += 1
+    return na, nb
+
+
+@njit(cache=True)
 def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, along_n):
     """(each follower's window on the sampled waves, each shared tile's wrap, the wrap's whole round (every
     tile of its wave once), followers and wraps each sample stands for, the share of the waves' tiles that
@@ -79,15 +96,7 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, along_n):
             t = order_tn[j] if along_n else order_tm[j]
             if last[t] >= 0:
                 stamp += 1
-                na = 0
-                nb = 0
-                for u in range(last[t] + 1, j):
-                    if seen_m[order_tm[u]] != stamp:
-                        seen_m[order_tm[u]] = stamp
-                        na += 1
-                    if seen_n[order_tn[u]] != stamp:
-                        seen_n[order_tn[u]] = stamp
-                        nb += 1
+                na, nb = _distinct(order_tm, order_tn, last[t] + 1, j, count, seen_m, seen_n, stamp)
                 out[nout, 0] = na
                 out[nout, 1] = nb
                 nout += 1
@@ -97,30 +106,12 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, along_n):
             last[t] = j
             copies[t] += 1
         stamp += 1                              # the round's own lines: every tile of the wave once
-        na = 0
-        nb = 0
-        for u in range(count):
-            if seen_m[order_tm[u]] != stamp:
-                seen_m[order_tm[u]] = stamp
-                na += 1
-            if seen_n[order_tn[u]] != stamp:
-                seen_n[order_tn[u]] = stamp
-                nb += 1
-        round_a = na
-        round_b = nb
+        round_a, round_b = _distinct(order_tm, order_tn, 0, count, count, seen_m, seen_n, stamp)
         for t in range(ntile):
             if copies[t] > 1:
                 stamp += 1
-                na = 0
-                nb = 0
-                for v in range(last[t] + 1, first_at[t] + count):
-                    u = v % count
-                    if seen_m[order_tm[u]] != stamp:
-                        seen_m[order_tm[u]] = stamp
-                        na += 1
-                    if seen_n[order_tn[u]] != stamp:
-                        seen_n[order_tn[u]] = stamp
-                        nb += 1
+                na, nb = _distinct(order_tm, order_tn, last[t] + 1, first_at[t] + count, count, seen_m, seen_n,
+                                   stamp)
                 wraps[nwrap, 0] = na
                 wraps[nwrap, 1] = nb
                 rounds[nwrap, 0] = round_a

@@ -163,12 +163,17 @@ def create_parser() -> argparse.ArgumentParser:
                                 description="Replay one SM's L1 over a random case's exact request stream and "
                                             "classify every load sector by its previous reader (first read, "
                                             "another CTA, the same CTA k-steps or groups before).")
+    add_case_arguments(p)
+    p.add_argument("--sm", type=int, default=0, help="the SM to replay (default 0)")
+    return p
+
+
+def add_case_arguments(p) -> None:
+    """The replays' ``--random-case`` and ``--json`` (`validation.l2_replay` takes them too)."""
     p.add_argument("--random-case", metavar="SEED:INDEX", required=True,
                    help="the case of validation.random_cases (as validation.accuracy --random N --seed SEED "
                         "--case INDEX draws it)")
-    p.add_argument("--sm", type=int, default=0, help="the SM to replay (default 0)")
     p.add_argument("--json", metavar="FILE", help="also write the classes as JSON")
-    return p
 
 
 def check_arguments(args) -> None:
@@ -176,6 +181,16 @@ def check_arguments(args) -> None:
     if args.json:
         from .common import check_output_path
         check_output_path("--json", args.json)
+
+
+def write_json(path, doc) -> None:
+    """Write ``doc`` to ``path`` as indented JSON, atomically (no half-written file)."""
+    from .common import atomic_write
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+    atomic_write(path, write)
 
 
 def run(args) -> int:
@@ -186,13 +201,8 @@ def run(args) -> int:
     result = replay_l1(case.layer, case.gpu, case.kernel, args.sm)
     sys.stdout.write(format_replay(result, f"case {args.seed}:{args.index}: {case.describe()}, SM {args.sm}"))
     if args.json:
-        from .common import atomic_write
-
-        def write(tmp):
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump({"format": "deltasim-l1-replay", "version": 1, "case": args.random_case, "sm": args.sm,
-                           **result}, fh, indent=1)
-        atomic_write(args.json, write)
+        write_json(args.json, {"format": "deltasim-l1-replay", "version": 1, "case": args.random_case, "sm": args.sm,
+                               **result})
     return 0
 
 

@@ -24,14 +24,13 @@ by case, as `validation.l1_replay` answers the L1's. Slow: about a microsecond o
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import OrderedDict
 
 from simcore import metrics as M
 from traces.cli import CLIError, cli_main
 
-from .l1_replay import lru_lookup
+from .l1_replay import add_case_arguments, check_arguments as check_case_arguments, lru_lookup, write_json
 
 __all__ = ["replay_l2", "format_l2_replay", "create_parser", "check_arguments", "run", "main"]
 
@@ -152,19 +151,12 @@ def create_parser() -> argparse.ArgumentParser:
                                             "read (first, the same CTA k-steps before, another CTA at the same or "
                                             "another k-step), with its DRAM reads. Plain Python: slow on large "
                                             "cases (a microsecond or two a sector).")
-    p.add_argument("--random-case", metavar="SEED:INDEX", required=True,
-                   help="the case of validation.random_cases (as validation.accuracy --random N --seed SEED "
-                        "--case INDEX draws it)")
-    p.add_argument("--json", metavar="FILE", help="also write the classes as JSON")
+    add_case_arguments(p)
     return p
 
 
 def check_arguments(args) -> None:
-    from .l1_replay import parse_random_case
-    args.seed, args.index = parse_random_case(args.random_case)
-    if args.json:
-        from .common import check_output_path
-        check_output_path("--json", args.json)
+    check_case_arguments(args)
 
 
 def run(args) -> int:
@@ -173,13 +165,7 @@ def run(args) -> int:
     result = replay_l2(case.layer, case.gpu, case.kernel)
     sys.stdout.write(format_l2_replay(result, f"case {args.seed}:{args.index}: {case.describe()}"))
     if args.json:
-        from .common import atomic_write
-
-        def write(tmp):
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump({"format": "deltasim-l2-replay", "version": 1, "case": args.random_case, **result}, fh,
-                          indent=1)
-        atomic_write(args.json, write)
+        write_json(args.json, {"format": "deltasim-l2-replay", "version": 1, "case": args.random_case, **result})
     return 0
 
 
