@@ -29,20 +29,42 @@ __all__ = ["follower_windows", "window_lines", "follower_misses"]
 
 
 @njit(cache=True)
-def _distinct(order_tm, order_tn, lo, hi, count, seen_m, seen_n, stamp):
-    """(distinct tile_m's, distinct tile_n's) at the places lo .. hi - 1 of the round (mod ``count``): marks in
-    ``seen_m`` / ``seen_n`` with ``stamp``, a value no earlier call used."""
-    na = 0
-    nb = 0
-    for v in range(lo, hi):
-        u = v % count
-        if seen_m[order_tm[u]] != stamp:
-            seen_m[order_tm[u]] = stamp
-            na += 1
-        if seen_n[order_tn[u]] != stamp:
-            seen_n[order_tn[u]] = stamp
-            nb += 1
-    return na, nb
+def _range_distinct(seq, count, nvals, lo, hi, out, col):
+    """out[q, col] = the distinct values of seq at the places lo[q] .. hi[q] - 1 of the round repeated twice
+    (place u is seq[u mod count]; 0 <= lo, hi <= 2 count), for every query q at once: a sweep over the places
+    keeping a Fenwick tree of each value's last place so far, each query answered at its end."""
+    length = 2 * count
+    tree = np.zeros(length + 1, np.int64)
+    lastpos = np.full(nvals, -1, np.int64)
+    order = np.argsort(hi)
+    k = 0
+    for r in range(-1, length):
+        if r >= 0:
+            v = seq[r % count]
+            if lastpos[v] >= 0:
+                i = lastpos[v] + 1
+                while i <= length:
+                    tree[i] -= 1
+                    i += i & -i
+            i = r + 1
+            while i <= length:
+                tree[i] += 1
+                i += i & -i
+            lastpos[v] = r
+        while k < order.shape[0] and hi[order[k]] - 1 <= r:
+            q = order[k]
+            total = 0
+            if hi[q] > lo[q]:
+                i = hi[q]
+                while i > 0:
+                    total += tree[i]
+                    i -= i & -i
+                i = lo[q]
+                while i > 0:
+                    total -= tree[i]
+                    i -= i & -i
+            out[q, col] = total
+            k += 1
 
 
 @njit(cache=True)
@@ -70,15 +92,15 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, along_n):
     last = np.empty(ntile, np.int64)
     first_at = np.empty(ntile, np.int64)
     copies = np.zeros(ntile, np.int64)
-    seen_m = np.zeros(tiles_m, np.int64)
-    seen_n = np.zeros(tiles_n, np.int64)
     out = np.empty((take * per_wave, 2), np.float64)
     wraps = np.empty((take * per_wave, 2), np.float64)
     rounds = np.empty((take * per_wave, 2), np.float64)
+    lo = np.empty(2 * per_wave + 1, np.int64)
+    hi = np.empty(2 * per_wave + 1, np.int64)
+    res = np.empty((2 * per_wave + 1, 2), np.float64)
     nout = 0
     nwrap = 0
     tiles_seen = 0
-    stamp = 0
     for iw in range(take):
         w = (iw * waves) // take
         first = w * per_wave
@@ -92,31 +114,36 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, along_n):
             order_tn[j] = tn
         last[:] = -1
         copies[:] = 0
-        for j in range(count):
+        nq = 0
+        for j in range(count):                  # followers: the places strictly between two copies
             t = order_tn[j] if along_n else order_tm[j]
             if last[t] >= 0:
-                stamp += 1
-                na, nb = _distinct(order_tm, order_tn, last[t] + 1, j, count, seen_m, seen_n, stamp)
-                out[nout, 0] = na
-                out[nout, 1] = nb
-                nout += 1
+                lo[nq] = last[t] + 1
+                hi[nq] = j
+                nq += 1
             else:
                 first_at[t] = j
                 tiles_seen += 1
             last[t] = j
             copies[t] += 1
-        stamp += 1                              # the round's own lines: every tile of the wave once
-        round_a, round_b = _distinct(order_tm, order_tn, 0, count, count, seen_m, seen_n, stamp)
-        for t in range(ntile):
+        nfol = nq
+        for t in range(ntile):                  # wraps: after a shared tile's last copy, before its first
             if copies[t] > 1:
-                stamp += 1
-                na, nb = _distinct(order_tm, order_tn, last[t] + 1, first_at[t] + count, count, seen_m, seen_n,
-                                   stamp)
-                wraps[nwrap, 0] = na
-                wraps[nwrap, 1] = nb
-                rounds[nwrap, 0] = round_a
-                rounds[nwrap, 1] = round_b
-                nwrap += 1
+                lo[nq] = last[t] + 1
+                hi[nq] = first_at[t] + count
+                nq += 1
+        lo[nq] = 0                              # the round itself
+        hi[nq] = count
+        nq += 1
+        _range_distinct(order_tm, count, tiles_m, lo[:nq], hi[:nq], res, 0)
+        _range_distinct(order_tn, count, tiles_n, lo[:nq], hi[:nq], res, 1)
+        out[nout:nout + nfol] = res[:nfol]
+        nout += nfol
+        nw = nq - 1 - nfol
+        wraps[nwrap:nwrap + nw] = res[nfol:nq - 1]
+        rounds[nwrap:nwrap + nw, 0] = res[nq - 1, 0]
+        rounds[nwrap:nwrap + nw, 1] = res[nq - 1, 1]
+        nwrap += nw
     return out[:nout], wraps[:nwrap], rounds[:nwrap], waves / take, (nwrap / tiles_seen if tiles_seen else 0.0)
 
 
