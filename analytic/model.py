@@ -45,9 +45,9 @@ _NO_CORR = np.zeros((1, 1), np.float64)  # no issue-order corrections
 _NO_REL = np.ones((1, 1), np.float64)
 _NO_B = np.ones((1, 1), np.float64)
 _NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
-_NO_CLASS = np.zeros((1, 4), np.float64)
+_NO_CLASS = np.zeros((1, 4), np.float64)  # nchw: no within-CTA L2 term
 FOLLOWER_SAMPLES = 4       # waves sampled by `_followers.follower_windows`
-FOLLOWER_REACH = 0.25      # a round's CTA steps below this share of the L2 leave every follower a hit  # nchw: no within-CTA L2 term
+FOLLOWER_REACH = 0.25      # a round's CTA steps below this share of the L2 leave every follower a hit
 _APART = 1e12                               # the operands' lines in disjoint sets: no cross term
 
 
@@ -561,22 +561,27 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # tiles (lines_a_t counts one CTA's A lines times na) and its B lines per round
     cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
     delta = win.reach                                    # the filter's reach in GEMM rows (a tile's halo)
+    # same-round sharers of a tile on other SMs (`_followers`): only where a round's CTA steps (a tile's A
+    # lines and a CTA's filter lines of one k-step) could fill a share of the L2
+    a_step, b_step = rows_tm * lpr_a, b_lines_round
+    follow = followers and ctas_wave * (a_step + b_step) > FOLLOWER_REACH * cap_lines
     if nhwc:
         # per class of waves alike in their tiles (`_schedule.l2_classes`): the L2 cliff is convex, and a
         # grid whose waves differ (a partial last wave; swizzled column pairs, then a lone column) misses
         # where its larger waves reach the cliff, not where their average does; a wave's tiles' windows
         # overlap where the filter reaches far, and count at most its distinct A lines
         l2cls = l2_classes(wave_tab, tiles_m, cap_lines, b_lines_round, uniq_a_lines / M, rows_tm, delta)
-        if followers and ctas_wave * (rows_tm * lpr_a + b_lines_round) > FOLLOWER_REACH * cap_lines:
+        l2cls_halo = l2cls                    # the halo term: no follower columns
+        if follow:
             # a shared tile's first reader re-reads d rounds on behind the tile's last follower: its window is
             # the round's lines less those between its first and last copies (`_followers`; `_reuse.miss_rows`
             # takes that shift for the share of tiles that are shared)
             _, wraps, rounds, _, shared = _follower_windows(tiles_m, tiles_n, swz, sms, cps, False)
-            gap = window_lines(rounds - wraps, rows_tm * lpr_a, b_lines_round)
+            gap = window_lines(rounds - wraps, a_step, b_step)
             shift = float(np.maximum(gap, 0.0).mean()) / cap_lines if gap.shape[0] else 0.0
             l2cls = np.hstack((l2cls, np.tile(np.array([[shared, shift]]), (l2cls.shape[0], 1))))
     else:
-        l2cls = _NO_CLASS
+        l2cls = l2cls_halo = _NO_CLASS
     l2_ways = float(gpu.l2_ways)
     cliff = cliff_params(gpu, f)
     # a within-CTA reuse's L2 window holds one channel block of consecutive rows: where those skip
@@ -700,14 +705,12 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     halo = 0.0
     if halo_tab is not None and wsum[0] > 0:         # (nhwc: None for nchw)
         same_wave = max(0.0, wsum[0] - wsum[4]) / wsum[0]
-        halo = same_wave * spr * halo_misses(halo_tab[0], halo_tab[1], (tm / M) * lpr_a,
-                                             np.ascontiguousarray(l2cls[:, :4]), l2_ways, cliff,
+        halo = same_wave * spr * halo_misses(halo_tab[0], halo_tab[1], (tm / M) * lpr_a, l2cls_halo, l2_ways, cliff,
                                              l2_tab)
     # the wave's other CTAs of a tile re-read its sectors in the same round from other SMs, behind the CTAs
-    # placed between (`_followers`); only where a round's CTA steps could fill a share of the L2
+    # placed between (`_followers`)
     follow_a = follow_b = 0.0
-    a_step, b_step = rows_tm * lpr_a, b_lines_round
-    if followers and ctas_wave * (a_step + b_step) > FOLLOWER_REACH * cap_lines:
+    if follow:
         grid = (tiles_m, tiles_n, swz, sms, cps)
         wins, _, _, weight, _ = _follower_windows(*grid, False)
         follow_a = follower_misses(window_lines(wins, a_step, b_step), weight, miss_a / ctas, cap_lines, l2_ways,

@@ -142,20 +142,25 @@ def replay_l1(layer, gpu, kernel, sm: int = 0) -> dict:
     return {"ways": ways, "sets": sets, "ctas": len(ctas), "classes": classes}
 
 
-def format_replay(result: dict, title: str = "") -> str:
-    """The replay as a Markdown table: operand, class, reads, hit rate, line present."""
+def class_table(title, heading, classes, columns, cell) -> str:
+    """A replay's classes as a Markdown table: ``heading`` line, then per operand and class (``first`` first)
+    the operand, the class, its reads with their share of the operand's, and ``cell(entry)`` for the rest of
+    the ``columns``."""
     out = [title] if title else []
-    out.append(f"L1 of one SM: {result['ways']} ways x {result['sets']} sets, {result['ctas']} CTAs ran on it")
-    out.append("")
-    out.append("| operand | class | reads | hits | line present |")
-    out.append("| --- | --- | --- | --- | --- |")
-    for op, table in result["classes"].items():
-        total = sum(e["reads"] for e in table.values())
+    out += [heading, "", "| operand | class | " + " | ".join(columns) + " |", "| --- | --- |" + " --- |" * len(columns)]
+    for op, table in classes.items():
+        total = sum(e["reads"] for e in table.values()) or 1
         for cls in sorted(table, key=lambda c: (c != "first", c)):
             e = table[cls]
-            out.append(f"| {op} | {cls} | {e['reads']} ({100 * e['reads'] / total:.1f}%) | "
-                       f"{100 * e['hits'] / e['reads']:.1f}% | {100 * e['line_present'] / e['reads']:.1f}% |")
+            out.append(f"| {op} | {cls} | {e['reads']} ({100 * e['reads'] / total:.1f}%) | {cell(e)} |")
     return "\n".join(out) + "\n"
+
+
+def format_replay(result: dict, title: str = "") -> str:
+    """The replay as a Markdown table: operand, class, reads, hit rate, line present."""
+    return class_table(title, f"L1 of one SM: {result['ways']} ways x {result['sets']} sets, {result['ctas']} CTAs "
+                              f"ran on it", result["classes"], ("reads", "hits", "line present"),
+                       lambda e: f"{100 * e['hits'] / e['reads']:.1f}% | {100 * e['line_present'] / e['reads']:.1f}%")
 
 
 def create_parser() -> argparse.ArgumentParser:

@@ -30,7 +30,8 @@ from collections import OrderedDict
 from simcore import metrics as M
 from traces.cli import CLIError, cli_main
 
-from .l1_replay import add_case_arguments, check_arguments as check_case_arguments, lru_lookup, write_json
+from .l1_replay import (add_case_arguments, check_arguments as check_case_arguments, class_table, lru_lookup,
+                        write_json)
 
 __all__ = ["replay_l2", "format_l2_replay", "create_parser", "check_arguments", "run", "main"]
 
@@ -129,19 +130,10 @@ def replay_l2(layer, gpu, kernel) -> dict:
 
 def format_l2_replay(result: dict, title: str = "") -> str:
     """The replay as a Markdown table: operand, class, L2 reads, their misses (DRAM reads), line present."""
-    out = [title] if title else []
-    out.append(f"L2: {result['l2_slices']} slices x {result['l2_sets']} sets x {result['l2_ways']} ways")
-    out.append("")
-    out.append("| operand | class | L2 reads | miss (DRAM reads) | line present |")
-    out.append("| --- | --- | --- | --- | --- |")
-    for op, table in result["classes"].items():
-        total = sum(e["reads"] for e in table.values()) or 1
-        for cls in sorted(table, key=lambda c: (c != "first", c)):
-            e = table[cls]
-            out.append(f"| {op} | {cls} | {e['reads']} ({100 * e['reads'] / total:.1f}%) | "
-                       f"{e['misses']} ({100 * e['misses'] / e['reads']:.1f}%) | "
-                       f"{100 * e['line_present'] / e['reads']:.1f}% |")
-    return "\n".join(out) + "\n"
+    return class_table(title, f"L2: {result['l2_slices']} slices x {result['l2_sets']} sets x {result['l2_ways']} ways",
+                       result["classes"], ("L2 reads", "miss (DRAM reads)", "line present"),
+                       lambda e: f"{e['misses']} ({100 * e['misses'] / e['reads']:.1f}%) | "
+                                 f"{100 * e['line_present'] / e['reads']:.1f}%")
 
 
 def create_parser() -> argparse.ArgumentParser:
