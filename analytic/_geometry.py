@@ -167,6 +167,22 @@ def b_line_hold(layout, C, R, S, tk, eb, line) -> tuple:
     return min(span, ksteps - 1.0) / ksteps, gap
 
 
+def b_hold_in_set(hold, ksteps, groups) -> float:
+    """`b_line_hold`'s share ``hold`` of a lifetime, counted in the line's own L1 set: where one k-step's lines
+    (A's and B's: nhwc 1x1 rows both step C e bytes) lie in 1 / ``groups`` of the sets the lifetime reaches,
+    the walk visits the line's group for its k-steps (``hold`` ksteps + 1, first to last read) in one of
+    every ``groups`` lines and puts nothing in its set in between: of the set's traffic the visit holds
+    ``groups`` times its share of the k-steps, and what lies between the last CTA's read and the next one's
+    is the set's other visits, plus the round between the two reads (`_reuse.l1_configs`' ``b_visits``).
+    resnext50_32x4d ``layer1.0.conv3`` (C 128 fp32, a100: 4 sets, each row's line l in set l) re-reads its
+    filter slice across the SM's waves with no other visit of the set between (replayed: every later CTA's
+    filter read hits), where the lifetime's 1,536 lines over all 4 sets put 54 % of them at a miss. C 256
+    (seed 1 #258, resnet50 ``layer1.1.conv1`` on the h100) visits each set twice a lifetime: the other
+    visit's lines and the round's overflow the ways, and the reads miss (without the round's lines, h100
+    B L1 misses -66 %)."""
+    return min(1.0, (hold * ksteps + 1.0) * groups / ksteps)
+
+
 def _dgrad_unit(layer, kernel):
     """dgrad with stride 1: dy read as fprop's A of the window (n, h, w) <- dy (n, p, q, k)."""
     N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s

@@ -515,7 +515,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
-               b_ratio, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0):
+               b_ratio, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -536,7 +536,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     which a filter line keeps being read, ``b_gap`` k-steps at most between two reads
     (`_geometry.b_line_hold`); where the line outlives those gaps, the previous wave's CTA left it that
     much less than a lifetime before. ``nmax_b``: the sets A's lines of a round spread over in B's windows
-    (``nmax`` where 0; `_set_phase`: none of them where the two operands' sets are apart).
+    (``nmax`` where 0; `_set_phase`: none of them where the two operands' sets are apart). ``b_visits``:
+    ``b_hold`` counts the line's set's visits exactly (`_geometry.b_hold_in_set`), so the round between the
+    slice's last sharer and this CTA is added to the window.
 
     ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
     (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
@@ -661,7 +663,13 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     # the filter sectors no earlier slot read at this round (strided dgrad: the slot's
                     # sub-problem reads other taps, `brep_share`)
                     lines_a = rows_total / RS * (T / M) * lpr_a
-                    d_b = (nb * lines_b / nsb + na * lines_a / nmax_b) / ways
+                    # a round back: the lines read since the last CTA sharing the slice (k / nb of the k
+                    # CTAs, in slot order) read it, the other CTAs' and this one's own before the line
+                    # (resnext50_32x4d layer1.0.conv3 on the a100: 2 CTAs of one slice, 128 A lines and
+                    # 128 filter lines each in one set a round; the two CTAs' 384 lines overflow its 320
+                    # ways, yet only 256 lie between the second CTA's read and the first's next one)
+                    own = lines_b / nsb + lines_a / nmax_b
+                    d_b = ((k - k / nb) / k * (nb * lines_b / nsb + na * lines_a / nmax_b) + own) / ways
                     hb = reuse_b1 * _ramp(d_b, lo, hi)
                     if share_b_blk > 0:
                         # distinct lines of the rounds in between: the CTAs' whole A windows (nhwc) and
@@ -679,11 +687,15 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         h_prev = _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span,
                                            ns_life * ways, lo, hi)
                         if b_hold > 0.0:
-                            # a line read over a share of the lifetime: that much less lies between, the
-                            # same for every line of the SMs' walk in step, so the LRU step
+                            # a line read over a share of the lifetime: that much less lies between, the same
+                            # for every line of the SMs' walk in step, so the LRU step; with ``b_visits``, the
+                            # share of its set's visits, and the round back from the last sharer's read (its
+                            # lines all in the line's sets: d_b of the ways)
                             held = 1.0 - b_hold * _ramp(b_gap * d_b, lo, hi)
-                            h_prev = max(h_prev, _life_hit(na * a_one * held, nb * b_one * held, pna * a_one * held,
-                                                           pnb * b_one * held, span, ns_life * ways, 1.0, 1.0))
+                            rnd = d_b * ways * ns_life if b_visits else 0.0
+                            h_prev = max(h_prev, _life_hit(na * a_one * held, nb * b_one * held + rnd,
+                                                           pna * a_one * held, pnb * b_one * held + rnd, span,
+                                                           ns_life * ways, 1.0, 1.0))
                         hb += (1.0 - hb) * h_prev
                     if not brep:
                         fm_acc += wm * wn * (1.0 - h_prev)

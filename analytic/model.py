@@ -16,7 +16,7 @@ from traces.kernel import KernelConfig
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine
 from ._common import nsets as _nsets
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
-from ._geometry import (b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems,
+from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems,
                         geometry, geometry_check, strided_starts)
 from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
                   swept_rereads, tile_refetch_misses)
@@ -624,6 +624,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         # a tile's valid rows over the layer's mean share at each position
         rel = np.where(valid < 0.0, 1.0, valid / np.maximum(rows_t / M, 1e-12)[:, None])
     b_hold, b_gap = b_line_hold(kernel.layout, C, R, S, tk, eb, LINE) if geo.op == "fprop" else (0.0, 1.0)
+    b_visits = b_hold > 0.0 and nhwc and nmax < ns_life
+    if b_visits:
+        b_hold = b_hold_in_set(b_hold, ksteps, ns_life / nmax)
     # unit-stride dgrad: dy's and w's k-step lines share a set only where their phases agree (`_set_phase`);
     # elsewhere B's windows count none of dy's lines (A's windows count the filter lines in their set on
     # their own: `_issue_order`'s b_ratio)
@@ -644,7 +647,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                 float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
                 float(ns_life), bfrac, l2cls,
                 l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k, brep_share,
-                b_hold, b_gap, cross)
+                b_hold, b_gap, cross, b_visits)
             m1, hb, m2, fm = m1 + share * r[0], hb + share * r[1], m2 + share * r[2], fm + share * r[3]
         miss_frac_a += sec_w * m1
         miss2_frac_a += sec_w * m2
