@@ -23,7 +23,8 @@ from ._common import _TEMPLATE, cdiv, layer_time, nsets, tile_samples, uniq_inpu
 from ._counts import _ramp, l1_counts
 from ._l2 import PATTERN_X, blocks_cliff, cliff_params, l2_miss_prob, l2_miss_window, pattern_cliff
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
-from ._grouped_rereads import _issue_order, _reread_misses, _reread_table, _window_pixels, residency_classes
+from ._grouped_rereads import (_issue_order, _reread_misses, _reread_table, _window_pixels, residency_classes,
+                               tap_phases)
 from ._geometry import _fprop, grid
 from ._memo import memo
 from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary
@@ -31,7 +32,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "07073f7ea603b733"
+_JIT_DEPS_SHA256 = "b7013dcbc9a50982"
 
 
 @memo()
@@ -215,51 +216,94 @@ def _as_array(table, layer, kernel, unit) -> np.ndarray:
     return out
 
 
-def reuse_misses(layer, kernel, gpu, machine, valid_mrs, f) -> tuple:
+def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     """(miss chance of a tile's re-read of a pixel by the next group, summed miss chances of its re-reads
     inside a group), per (pixel, tile) pair. A tile reads a pixel at the taps whose output row falls in
     it (`_reread_table`); between two reads, d k-steps apart by rows dm GEMM rows apart, each co-resident
-    CTA (per class of SMs by their CTAs, `residency_classes`; where the pixels reach some of the sets,
-    those in this CTA's class of sets: `_same_class_residents`) reads its tile's distinct pixels of those
-    k-steps (`_window_pixels`; for the next group's re-read, which wraps around the sweep, d T_m rows in
-    the image), at most its tile's pixels (`_tile_pixels`, per class of tiles), stretched or shrunk by
-    where the two rows sit in the k-step's issue order (`_jittered_miss`), into the L1 sets that lines a
-    pixel pitch apart reach, with the filter lines of the rounds between (`_b_lines_round`, at most the
-    group's slice): x = CTAs x lines / (ways x those sets), per class of channel-block windows
-    (`_window_lines`), against the dense engine's L1 ramp (``l1_hit_lo`` / ``l1_hit_hi``); where a pixel
-    pitch that reaches only some of the sets puts every pixel's lines in a fixed class of them, the next
-    group's re-read by the same row is an exact cyclic walk, a step at the ways
-    (`_grouped_rereads._cyclic_miss`)."""
-    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
+    CTA (per class of SMs by the CTAs present over a CTA's group steps, `_present_classes`; where the pixels
+    reach some of the sets, those in this CTA's class of sets: `_same_class_residents`) reads its tile's
+    distinct pixels of those k-steps in the re-read's class of sets (`tap_phases`): inside a group,
+    `_window_pixels` scaled to the tile's class (`_tile_pixels`); for the next group's re-read, which wraps
+    around the sweep, the tile's pixels but those read only at the taps between its first and last read
+    (`_cross_windows`). They are stretched or shrunk by where the two rows sit in the k-step's issue order
+    (`_jittered_miss`), into the L1 sets that one tap's pixels reach, with the filter lines of the rounds
+    between (`_b_lines_round`, at most the group's slice; the SM's columns' slices one block where they share
+    a line, `_filter_blocks`): x = CTAs x lines / (ways x those sets), per class of channel-block windows
+    (`_window_lines`). Inside a group against the dense engine's L1 ramp (``l1_hit_lo`` / ``l1_hit_hi``);
+    the next group's re-read replays the same walk, a step at the ways (`_grouped_rereads._cyclic_miss`)."""
     cps, ways, sets = machine
     ctas = cdiv(layer.gemm_m, kernel.tile_m) * cdiv(layer.k, kernel.tile_n)
     reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)
+    # the sets one tap's pixels reach (`tap_phases`): the windows count the pixels of the re-read's class
+    nsa = tap_phases(layer, kernel.elem_bytes, sets, gpu.line_bytes)[2]
     # lines of a pixel's channel window in those sets, per class of channel blocks (`_window_lines`); a
     # window that straddles into a set the pixels do not reach is not counted there
     windows, classes, b_round, b_slice, intra_rows, cross_rows, win_tile, order = _reread_figures(
-        layer, kernel, gpu.line_bytes, gpu.sector_bytes)
+        layer, kernel, gpu.line_bytes, gpu.sector_bytes, sets)
+    windows_all = windows
     windows = windows if reach == sets else _ONE_WINDOW
     b_round, b_slice = b_round / (ways * sets), b_slice / (ways * sets)
-    tm = min(kernel.tile_m, layer.gemm_m)
-    # a k-step's rows whose tap falls in the padding read nothing
-    valid = valid_mrs / (layer.gemm_m * layer.r * layer.s)
     # co-resident CTAs of one CTA column read the same filter lines: at most tiles_n distinct filter tiles
     tiles_n = cdiv(layer.k, kernel.tile_n)
     residents = np.array([(resident, _same_class_residents(layer, kernel, gpu, resident, sets // reach), share,
-                           min(resident, float(tiles_n)))
-                          for resident, share in residency_classes(ctas, gpu.sms, cps)], np.float64)
-    return _reread_misses(intra_rows, cross_rows, windows, classes, residents, float(ways * reach), b_round,
-                          b_slice, tm, valid, win_tile, f.l1_hit_lo, f.l1_hit_hi, order, reach < sets,
-                          (float(ways), float(sets)))
+                           _filter_blocks(layer, kernel, gpu.line_bytes, min(resident, float(tiles_n))))
+                          for resident, share in _present_classes(layer, kernel, ctas, gpu.sms, cps)], np.float64)
+    # the sets a pixel's window fills in the next group's walk: a tap's sets times the lines the window covers
+    # (1x1 depthwise C 256 fp32: 1,024-byte pixels reach one set, 128-byte windows straddle into a second; the
+    # round's filter line lands in one of the two, `tests/test_grouped_cyclic.py`)
+    a_sets = min(float(sets), nsa * math.ceil(float(windows_all[:, 0] @ windows_all[:, 1]) - 1e-9))
+    return _reread_misses(intra_rows, cross_rows, windows, classes, residents, float(ways * nsa), b_round,
+                          b_slice, win_tile, f.l1_hit_lo, f.l1_hit_hi, order, (float(ways), float(sets), a_sets))
+
+
+def _present_classes(layer, kernel, ctas, sms, cps) -> tuple:
+    """`residency_classes` over the time a CTA's re-reads run: under kMultipleGroup a partial last CTA column
+    has fewer groups, so where the grid runs in one wave its CTAs finish first and their co-residents run the
+    rest alone (the L2's `_busy_periods` alike). Each co-resident is present for a share q of a CTA's group
+    steps (a partial column's share p of the CTAs, g_last of g_full group steps, pairs drawn at random, weighted
+    by the CTA's own steps); the CTAs present are binomial in q. Seed 4 #99 (40 CTAs of 32 and 16 groups on
+    30 SMs): its SMs' second CTA is there for 2 of 3 re-reads, replayed."""
+    classes = residency_classes(ctas, sms, cps)
+    tiles_n = cdiv(layer.k, kernel.tile_n)
+    if ctas > sms * cps or tiles_n == 1 or group_mode(layer, kernel) != "multiple":
+        return classes
+    g_full = kernel.tile_n // layer.k_per_group
+    g_last = (layer.k - (tiles_n - 1) * kernel.tile_n) // layer.k_per_group
+    if g_last >= g_full:
+        return classes
+    p = 1.0 / tiles_n
+    q = (((1.0 - p) * g_full * ((1.0 - p) + p * g_last / g_full) + p * g_last)
+         / ((1.0 - p) * g_full + p * g_last))
+    out = {}
+    for resident, share in classes:
+        n = int(resident) - 1
+        for j in range(n + 1):
+            w = math.comb(n, j) * q ** j * (1.0 - q) ** (n - j)
+            out[j + 1.0] = out.get(j + 1.0, 0.0) + share * w
+    return tuple((k, v) for k, v in sorted(out.items()) if v > 0.0)
+
+
+def _filter_blocks(layer, kernel, line, tiles) -> float:
+    """Separate blocks of filter lines that ``tiles`` CTA columns read at one group step: under kMultipleGroup
+    column c reads group c GPC + gi, T_n R S C_g e bytes after column c - 1's, so where the columns' slices
+    all lie within a line they are one block (seed 4 #99: 1x1 depthwise fp16, two columns' 2-byte slices 64
+    bytes apart, one line in one set, not one in each of two)."""
+    if tiles <= 1.0 or group_mode(layer, kernel) != "multiple":
+        return tiles
+    eb = kernel.elem_bytes
+    stride = kernel.tile_n * layer.r * layer.s * layer.c_per_group * eb
+    slice_bytes = layer.k_per_group * layer.r * layer.s * layer.c_per_group * eb
+    return 1.0 if (tiles - 1.0) * stride + slice_bytes <= line else tiles
 
 
 @memo()
-def _reread_figures(layer, kernel, line, sec) -> tuple:
+def _reread_figures(layer, kernel, line, sec, sets) -> tuple:
     """`reuse_misses`' figures that depend on neither the GPU's caches nor the factors, in one lookup:
     (window lines per class of channel blocks, tile classes, a round's and a group step's filter lines,
     the re-read table's intra and cross rows, a tile's distinct pixels between taps, the issue order)."""
     return (_as_array(_window_lines, layer, kernel, line), _as_array(_tile_classes, layer, kernel, sec),
-            *_b_lines(layer, kernel, line), *_reread_table(layer, kernel), _window_pixels(layer, kernel, sec),
+            *_b_lines(layer, kernel, line), *_reread_table(layer, kernel, sets, line),
+            _window_pixels(layer, kernel, sec, sets, line),
             _issue_order(kernel))
 
 
@@ -517,7 +561,7 @@ def predict_grouped(layer, gpu, kernel, f, machine, write_side) -> dict:
     slice_b = cdiv(min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb, sec)
     miss_b = min(float(ex["sec_B"]), float(ctas * slice_b)) * (1.0 - _b_shared(layer, kernel, gpu, f, machine))
     dram_b = min(miss_b, float(cdiv(layer.params * eb, sec)))
-    cross_miss, intra_miss = reuse_misses(layer, kernel, gpu, machine, ex["valid_mrs"], f)
+    cross_miss, intra_miss = reuse_misses(layer, kernel, gpu, machine, f)
     first, again, cross = a_misses(layer, kernel, sec, cross_miss, intra_miss)
     valid = ex["valid_mrs"] / (layer.gemm_m * layer.r * layer.s)
     miss_a = min(float(ex["sec_A"]), first + again)

@@ -7,13 +7,12 @@ taps (`_window_pixels`), and the compiled sums of the miss chances over them (`_
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
 from simcore._jit import njit
 
-from ._common import cdiv
+from ._common import cdiv, nsets
 from ._counts import _ramp
 from ._memo import memo
 
@@ -98,8 +97,9 @@ def _jittered_miss(window, reach, tile_px, scale, others, b_lines, d, dm, order,
 def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count, S, Q, tm, rs):
     """The re-reads of a pixel by one tile, over the classes of input rows and columns (their taps in
     order: t = r S + s ascending): rows (t, d, dm, weight) of the re-reads inside a group (at tap t, d
-    k-steps and dm GEMM rows after the tile's previous read), rows (d, dm, weight) of the next group's
-    re-reads, and the number of (pixel, tile) pairs, per image.
+    k-steps and dm GEMM rows after the tile's previous read), rows (t_last, t_first, dm, weight) of the next
+    group's re-reads (the tile's last tap of the pixel, its first, which the next group re-reads it at), and
+    the number of (pixel, tile) pairs, per image.
 
     A tile holds T_m consecutive GEMM rows, so it reads a pixel only at the taps whose output row falls
     in it: with the tile's first row u rows from the pixel's first reader (one tile every T_m rows, u
@@ -118,7 +118,7 @@ def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count
     off = np.empty(nmax, np.int64)
     cuts = np.empty(2 * nmax, np.int64)
     intra = np.empty((max(rows, 1), 4), np.float64)
-    cross = np.empty((max(rows, 1), 3), np.float64)
+    cross = np.empty((max(rows, 1), 4), np.float64)
     ni = 0
     nc = 0
     pairs = 0.0
@@ -155,9 +155,10 @@ def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count
                 if first < 0:
                     continue
                 pairs += share
-                cross[nc, 0] = rs - tap[last] + tap[first]
-                cross[nc, 1] = off[first] - off[last]
-                cross[nc, 2] = share
+                cross[nc, 0] = tap[last]
+                cross[nc, 1] = tap[first]
+                cross[nc, 2] = off[first] - off[last]
+                cross[nc, 3] = share
                 nc += 1
     return intra[:ni], cross[:nc], pairs
 
@@ -191,21 +192,79 @@ def _merged(rows, keys) -> np.ndarray:
     return out[:m + 1]
 
 
+@functools.lru_cache(maxsize=256)
+def tap_phases(layer, eb, sets, line) -> tuple:
+    """(each tap's class of L1 sets, the number of classes, the sets a class reaches), the dense engine's
+    filter-position phases (`model._predict_gemm`) for a grouped layer: where pixels are whole lines, one
+    tap's rows (a stride's pixels apart) reach ``nsa`` sets, and taps whose pixel offsets differ by other
+    than a multiple of the set step read pixels of another class, in other sets. mobilenet_v2
+    ``features.7.conv.1.0`` (3x3 stride 2, C 192 fp32, v100: 6 lines a pixel, 4 sets): every row of a tap
+    reads pixels of one column parity, so taps s = 1 and s = 0, 2 put their lines in two different sets;
+    over the pixels' 2 sets a re-read from tap 2 to tap 6 saw 376 lines on 384 ways and hit, where its
+    set holds 266 of them on 192 (simulated: 91 % of these re-reads miss). Not whole lines: one class,
+    over the sets a pixel pitch reaches."""
+    unit = layer.c * eb
+    rs = layer.r * layer.s
+    reach = nsets((unit,), sets, line)
+    if unit % line:
+        return np.zeros(rs, np.int64), 1, reach
+    (sh, sw), (dh, dw) = layer.stride, layer.dilation
+    nsa = nsets((sw * unit, sh * layer.w * unit, layer.h * layer.w * unit), sets, line)
+    nphase = sets // nsa
+    pitch = unit // line
+    phase = np.array([((t // layer.s) * dh * layer.w + (t % layer.s) * dw) * pitch % nphase for t in range(rs)],
+                     np.int64)
+    phase.setflags(write=False)
+    return phase, nphase, nsa
+
+
 @memo()
-def _reread_table(layer, kernel) -> tuple:
+def _reread_table(layer, kernel, sets, line) -> tuple:
     """`_tile_rereads` of ``layer``, rows alike merged, per input pixel of the images: (intra rows
-    (t, d, dm, weight), cross rows (d, dm, weight)), read-only (they depend on neither GPU nor factors)."""
+    (t, d, dm, weight), cross rows (d, dm, weight, window, reach): `_cross_windows` in the taps' classes of
+    sets, `tap_phases`), read-only (they depend on neither the GPU's other figures nor the factors)."""
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     h = _axis_arrays(layer.p, layer.h, sh, ph, dh, layer.r)
     w = _axis_arrays(layer.q, layer.w, sw, pw, dw, layer.s)
-    intra, cross, pairs = _tile_rereads(*h, *w, layer.s, layer.q, min(kernel.tile_m, layer.gemm_m), layer.r * layer.s)
-    intra, cross = _merged(intra, 3), _merged(cross, 2)
+    rs = layer.r * layer.s
+    intra, cross, pairs = _tile_rereads(*h, *w, layer.s, layer.q, min(kernel.tile_m, layer.gemm_m), rs)
+    intra, cross = _merged(intra, 3), _merged(cross, 3)
     if pairs:
         intra[:, 3] /= pairs
-        cross[:, 2] /= pairs
+        cross[:, 3] /= pairs
+    cross = _cross_windows(cross, rs, tap_phases(layer, kernel.elem_bytes, sets, line)[0])
     intra.setflags(write=False)
     cross.setflags(write=False)
     return intra, cross
+
+
+def _cross_windows(cross, rs, phase) -> np.ndarray:
+    """The next group's re-reads (rows t_last, t_first, dm, weight) with the share of a tile's pixels that
+    lie between in the re-read pixel's class of sets (``phase`` of each tap: a pixel's taps share it):
+    (d, dm, weight, window, reach), d = R S - t_last + t_first k-steps. The re-read's window, taps
+    t_last .. R S - 1 of this group and 0 .. t_first - 1 of the next, holds every pixel of the tile in that
+    class but those that the tile reads only at taps in [t_first, t_last) (first tap >= t_first, last <
+    t_last); ``reach`` (t_first too) every one but those first read after it. The pixels' (first, last) taps
+    are the rows' own distribution. d T_m rows were assumed before, at most the tile's pixels:
+    resnext50_32x4d ``layer1.0.conv2`` (3x3, 128-row tiles of 56-wide images) re-reads a pixel last read at
+    tap 5 four k-steps on, after some 200 of the tile's 241 pixels (replayed: 86 % of these re-reads hit
+    with two CTAs on 448 ways; the whole tile said all missed)."""
+    last, first = cross[:, 0].astype(np.int64), cross[:, 1].astype(np.int64)
+    out = np.empty((cross.shape[0], 5), np.float64)
+    out[:, 0] = rs - last + first
+    out[:, 1] = cross[:, 2]
+    out[:, 2] = cross[:, 3]
+    for c in np.unique(phase[last]):
+        rows = phase[last] == c
+        joint = np.zeros((rs + 1, rs + 1), np.float64)    # [last, first], padded with a zero row and column
+        np.add.at(joint, (last[rows], first[rows]), cross[rows, 3])
+        # below[l, f]: the weight of the class's pixels whose last tap < l and first tap >= f
+        below = np.zeros((rs + 1, rs + 2), np.float64)
+        below[1:, :rs + 1] = np.cumsum(np.cumsum(joint[:rs, ::-1], axis=1)[:, ::-1], axis=0)
+        share = joint.sum()
+        out[rows, 3] = np.clip(share - below[last[rows], first[rows]], 0.0, 1.0)
+        out[rows, 4] = np.clip(share - below[last[rows], first[rows] + 1], 0.0, 1.0)
+    return out
 
 
 @njit(cache=True)
@@ -214,12 +273,12 @@ def _b_sets(lines, ways, sets) -> tuple:
     the ways): they fill ceil(lines) consecutive sets (at most all of them) evenly and leave the others."""
     if lines <= 0.0:
         return 0.0, 0.0
-    held = min(sets, max(1.0, math.ceil(lines - 1e-9)))
+    held = min(sets, max(1.0, lines))
     return held / sets, lines / (held * ways)
 
 
 @njit(cache=True)
-def _cyclic_miss(window, tile_px, scale, others, b_lines, tiles, d, order, ways, sets) -> float:
+def _cyclic_miss(window, reach, tile_px, scale, others, b_lines, tiles, d, dm, order, ways, sets) -> float:
     """Miss chance of the next group's re-read of a pixel by the same row at the same place of the k-step's
     issue order (dm = 0: a pixel that one tap of the tile reads), where a pixel pitch of whole lines that
     reaches only some of the L1 sets (`_common.nsets` < sets) puts every pixel's lines in a fixed class of
@@ -240,29 +299,34 @@ def _cyclic_miss(window, tile_px, scale, others, b_lines, tiles, d, order, ways,
     share, per_set = _b_sets(b_lines, ways, sets)
     n = int(tiles + 0.5)
     if share >= 1.0:                      # every set holds every tile's slice
-        return _jittered_miss(window, tile_px, tile_px, scale, others, n * per_set, d, 0, order, 1.0, 1.0)
+        return _jittered_miss(window, reach, tile_px, scale, others, n * per_set, d, dm, order, 1.0, 1.0)
     out = 0.0
     weight = (1.0 - share) ** n           # binomial weights of k tiles' slices in the re-read's set
     for k in range(n + 1):
-        out += weight * _jittered_miss(window, tile_px, tile_px, scale, others, k * per_set, d, 0, order, 1.0, 1.0)
+        out += weight * _jittered_miss(window, reach, tile_px, scale, others, k * per_set, d, dm, order, 1.0, 1.0)
         weight *= (n - k) / (k + 1.0) * share / (1.0 - share)
     return out
 
 
 @njit(cache=True)
-def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b_scale, b_cap, tm, valid,
-                   win_tile, lo, hi, order, cyclic, l1):
+def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b_scale, b_cap, win_tile, lo, hi,
+                   order, l1):
     """(cross, intra): the miss chance of the next group's re-read of a pixel by a tile, and the summed
     miss chances of its re-reads inside a group (`_reread_table`'s rows), over the channel-block windows
-    and tile classes. A re-read inside a group sees its tile's distinct pixels of the taps between
-    (``win_tile``, the layer's mean per T_m rows) in proportion to its class's pixels over the classes'
-    mean, not the mean tile's window: a partial last tile or one at the images' edge (mobilenet_v2
-    ``features.7.conv.1.0`` at batch 1: 68 rows, 302 pixels against 512) reads fewer pixels between its
-    taps (measured: seed 2 #84 L2 reads -23.5 -> -14.6 %, seed 5 #92 -22.8 -> -18.5 %). The filter lines of the rounds between (``b_scale`` a round) are at most the
+    and tile classes. The filter lines of the rounds between (``b_scale`` a round) are at most the
     group's filter slice (``b_cap``; two across the next group's re-read): its K_g filters of R S C_g
     elements are one block, some ten lines for C_g = 3 and a 5x5 filter, which 21 rounds re-read.
-    ``cyclic``: every pixel's lines fall in a fixed class of L1 sets (``l1`` = (ways, sets)), so a re-read
-    by the same row at the same place is an exact cyclic walk (`_cyclic_miss`)."""
+
+    A re-read inside a group sees its tile's distinct pixels of the taps between (``win_tile``, the layer's
+    mean per T_m rows) in proportion to its class's pixels over the classes' mean: a partial last tile, or
+    one at the images' edge, reads fewer (seed 2 #84 L2 reads -23.5 -> -14.6 %, seed 5 #92 -22.8 -> -18.5 %).
+    The next group's re-read sees the share of its tile's pixels that `_cross_windows` counts, and replays the
+    group's walk over the same pixels: an exact cyclic walk whatever the pixel's place in the issue order,
+    judged on the LRU step with the filter slices in their own sets (`_cyclic_miss`; ``l1`` = (ways, sets, the
+    sets the re-read pixels' windows fill: a filter line between lands in one of those)).
+    Replayed, such re-reads are kept below the ways and lost past them: seed 3 #77 (3 CTAs of 302 pixels, 1.5
+    lines a pixel, on a v100 with twice the L1) loses 61 % of them at x = 1.05, where the fitted ramp kept
+    57 %; its L2 reads went -27.7 -> -3.2 %."""
     cross = 0.0
     intra = 0.0
     # a tile's windows inside a group (``win_tile``, per T_m rows of the layer) scale with its class's pixels
@@ -271,7 +335,7 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
     for ci in range(classes.shape[0]):
         px_mean += classes[ci, 0] * classes[ci, 1]
         px_w += classes[ci, 1]
-    px_mean = px_mean / px_w if px_w > 0.0 else 0.0
+    px_mean = px_mean / px_w if px_w > 0.0 else 1.0
     for k in range(residents.shape[0]):     # (CTAs on the SM, those in its class of sets, share, filter tiles)
         bs, bc = residents[k, 3] * b_scale, residents[k, 3] * b_cap
         for li in range(windows.shape[0]):
@@ -286,17 +350,13 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
                     intra += wt * intra_rows[r, 3] * _jittered_miss(win_tile[0, t1, d] * ratio,
                                                                     win_tile[1, t1, d] * ratio, tile_px, scale,
                                                                     others, min(bs * d, bc), d, dm, order, lo, hi)
+                lines = l1[0] * l1[1]                 # b_scale, b_cap: lines over every set's ways
                 for r in range(cross_rows.shape[0]):
                     d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
-                    if cyclic and dm == 0:
-                        lines = l1[0] * l1[1]         # b_scale, b_cap: lines over every set's ways
-                        cross += wt * cross_rows[r, 2] * _cyclic_miss(
-                            d * tm * valid, tile_px, scale, others, min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0),
-                            residents[k, 3], d, order, l1[0], l1[1])
-                    else:
-                        cross += wt * cross_rows[r, 2] * _jittered_miss(d * tm * valid, tile_px, tile_px, scale,
-                                                                        others, min(bs * d, 2.0 * bc), d, dm, order,
-                                                                        lo, hi)
+                    cross += wt * cross_rows[r, 2] * _cyclic_miss(
+                        cross_rows[r, 3] * tile_px, cross_rows[r, 4] * tile_px, tile_px, scale, others,
+                        min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0), residents[k, 3], d, dm, order,
+                        l1[0], l1[2])
     return cross, intra
 
 
@@ -333,9 +393,10 @@ def residency_classes(ctas, sms, cps) -> tuple:
 
 
 @memo()
-def _window_pixels(layer, kernel, sec) -> np.ndarray:
-    """win[0, t, d]: one tile's distinct input pixels read from filter position t - d to t - 1 (the dense
-    engine's reuse histogram and window, `_reuse.window_rows`, per tile): a re-read d positions after
+def _window_pixels(layer, kernel, sec, sets, line) -> np.ndarray:
+    """win[0, t, d]: one tile's distinct input pixels read from filter position t - d to t - 1 in position
+    t's class of sets (`tap_phases`; the dense engine's reuse histogram and window, `_reuse.window_rows`, per
+    tile): a re-read d positions after
     the last one sees these in between, where ``d T_m`` rows were assumed (seed 4 #37, 11x11 stride 2
     on 218-wide images: two rows of taps re-read a pixel 22 positions later, after some 650 of the
     tile's pixels, not its whole 2,439; L1 misses +358 %); win[1, t, d]: from t - d to t, both ends
@@ -349,7 +410,8 @@ def _window_pixels(layer, kernel, sec) -> np.ndarray:
     hist = reuse_histogram(layer.n, layer.h, layer.w, layer.r, layer.s, sh, sw, ph, pw, dh, dw, layer.p, layer.q,
                            tm, tiles_m, frac, 1.0, False)
     rs = layer.r * layer.s
-    win = window_rows(hist, np.zeros(rs, np.int64), 1)
+    phase, nphase, _ = tap_phases(layer, kernel.elem_bytes, sets, line)
+    win = window_rows(hist, phase, nphase)
     # [1]: the same with position t itself: + its rows whose nearest earlier read is further back than t - d
     out = np.empty((2, rs, rs), np.float64)
     out[0] = win

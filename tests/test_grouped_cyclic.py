@@ -39,11 +39,23 @@ def test_b_sets_of_nothing():
     assert _b_sets(0.0, 16.0, 4.0) == (0.0, 0.0)
 
 
+@given(st.floats(1.0, 2.0), st.sampled_from([4, 8]))
+def test_b_sets_of_a_fraction_of_a_line_is_its_expected_sets(lines, sets):
+    """A round's filter lines come as one line plus the chance of straddling into the next (`_b_lines_round`:
+    1 + (T_k e - 1) / 128): that chance of a second set, not a second set always (seed 4 #99: 1.008 lines, the
+    re-read's set holding a filter line 1 time in 4, not 2)."""
+    share, x = _b_sets(lines, 16.0, float(sets))
+    p_two = lines - 1.0
+    assert share == pytest.approx(((1.0 - p_two) * 1 + p_two * 2) / sets)
+    assert share * sets * x * 16.0 == pytest.approx(lines)
+
+
 def naive_cyclic_miss(window, tile_px, scale, others, b_lines, tiles, ways, sets):
     """Every subset of the SM's filter tiles whose slice lands in the re-read's set (each tile independently,
-    with chance ceil(lines) / sets), each slice b_lines / ceil(lines) lines there; the re-read misses when the
-    window's lines and those exceed the ways: x = scale (this tile's window + the others') + the slices'."""
-    held = min(sets, max(1, math.ceil(b_lines - 1e-9))) if b_lines > 0 else 0
+    with chance min(sets, max(1, lines)) / sets: the sets its lines are expected to touch), each slice b_lines /
+    that many sets' lines there; the re-read misses when the window's lines and those exceed the ways: x =
+    scale (this tile's window + the others') + the slices'."""
+    held = min(sets, max(1.0, b_lines)) if b_lines > 0 else 0
     p = held / sets
     per_slice = b_lines / (held * ways) if held else 0.0
     total = 0.0
@@ -62,8 +74,8 @@ def test_cyclic_miss_is_the_step_over_every_placement_of_the_filter_slices(windo
                                                                           b_lines, tiles, ways, sets):
     scale = lines_px / (ways * 2)
     order = _issue_order(traces.KernelConfig(tile_m=128, tile_n=128, tile_k=32, threads=256))
-    got = _cyclic_miss(window, tile_px, scale, float(others), b_lines, float(tiles), 1, order, float(ways),
-                       float(sets))
+    got = _cyclic_miss(window, tile_px, tile_px, scale, float(others), b_lines, float(tiles), 1, 0, order,
+                       float(ways), float(sets))
     assert got == pytest.approx(naive_cyclic_miss(window, tile_px, scale, others, b_lines, tiles, ways, sets),
                                 abs=1e-9)
 

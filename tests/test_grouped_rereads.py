@@ -14,8 +14,8 @@ import analytic
 import simcore
 import traces
 from analytic._counts import _ramp
-from analytic._grouped_rereads import (_axis_arrays, _issue_order, _jittered_miss, _merged, _tile_rereads,
-                                     residency_classes)
+from analytic._grouped_rereads import (_axis_arrays, _cross_windows, _issue_order, _jittered_miss, _merged,
+                                     _tile_rereads, residency_classes)
 from simcore import metrics as Mx
 from traces import ConvLayer, KernelConfig
 
@@ -51,18 +51,48 @@ def test_tile_rereads_follow_every_tile_position(h, w, r, s, sh, sw, dil, pad, t
                 for (t0, m0), (t1, m1) in zip(inside, inside[1:]):
                     want_intra[(t1, t1 - t0, m1 - m0)] += 1 / tm
                 (t0, m0), (t1, m1) = inside[-1], inside[0]
-                want_cross[(r * s - t0 + t1, m1 - m0)] += 1 / tm
+                want_cross[(t0, t1, m1 - m0)] += 1 / tm        # (last tap, first tap, rows on)
     intra, cross, pairs = _tile_rereads(*_axis_arrays(P, h, sh, pad, dil, r), *_axis_arrays(Q, w, sw, pad, dil, s),
                                         s, Q, tm, r * s)
     assert pairs == pytest.approx(want_pairs)
     got_intra = {tuple(int(v) for v in row[:3]): row[3] for row in _merged(intra, 3)}
-    got_cross = {tuple(int(v) for v in row[:2]): row[2] for row in _merged(cross, 2)}
+    merged = _merged(cross, 3)
+    got_cross = {tuple(int(v) for v in row[:3]): row[3] for row in merged}
     assert got_intra.keys() == {k for k, v in want_intra.items() if v > 0}
     assert got_cross.keys() == {k for k, v in want_cross.items() if v > 0}
     for key, value in want_intra.items():
         assert got_intra[key] == pytest.approx(value)
     for key, value in want_cross.items():
         assert got_cross[key] == pytest.approx(value)
+    # the next group's window: the share of the (pixel, tile) pairs but those whose reads all lie in
+    # [t_first, t_last) (`_cross_windows`), and with t_first itself for the reach
+    if not merged.shape[0]:
+        return
+    merged[:, 3] /= pairs
+    rows = _cross_windows(merged, r * s, np.zeros(r * s, np.int64))
+    for (t_last, t_first, dm), row in zip(((int(a), int(b), int(c)) for a, b, c, _w in merged), rows):
+        between = sum(v for (a, b, _dm), v in want_cross.items() if b >= t_first and a < t_last) / want_pairs
+        before = sum(v for (a, b, _dm), v in want_cross.items() if b > t_first and a < t_last) / want_pairs
+        assert row[0] == r * s - t_last + t_first and row[1] == dm
+        assert row[3] == pytest.approx(1.0 - between, abs=1e-9)
+        assert row[4] == pytest.approx(1.0 - before, abs=1e-9)
+
+
+@pytest.mark.parametrize("phase, windows, reaches", [
+    # one class of sets: the pair read at taps 0..2 is re-read past everything but the pixels read only at
+    # tap 1 (in [0, 2)); the others are re-read past every pixel
+    ([0, 0, 0], [0.75, 1.0, 1.0], [0.75, 1.0, 1.0]),
+    # tap 1 in another class of sets: its pixels lie elsewhere, each re-read counts its own class only
+    ([0, 1, 0], [0.75, 0.25, 0.75], [0.75, 0.25, 0.75]),
+])
+def test_cross_windows_count_the_reread_pixels_class(phase, windows, reaches):
+    # (pixel, tile) pairs (last tap, first tap, rows on, weight): read at taps 0 and 2 (or 0..2), only at 1,
+    # only at 2; a pixel's taps share its class
+    cross = np.array([[2, 0, 5, 0.5], [1, 1, 0, 0.25], [2, 2, 0, 0.25]], np.float64)
+    rows = _cross_windows(cross, 3, np.array(phase, np.int64))
+    assert rows[:, 0].tolist() == [1, 3, 3]
+    assert rows[:, 3] == pytest.approx(windows)
+    assert rows[:, 4] == pytest.approx(reaches)
 
 
 def _pos(row, kernel):

@@ -40,10 +40,12 @@ def test_slices_union_lines_against_an_enumeration(eb, tiles, tile, data):
               for j in range(tiles - n + 1) for r in range(period)]
     if period <= 8:
         assert slices_union_lines(extent, tile, eb, LINE, float(n)) == pytest.approx(np.mean(counts))
-    # n slices never cover more lines than counted one by one
-    one = np.mean([len(_lines(r * pitch + j * tile * eb, r * pitch + min(extent, (j + 1) * tile) * eb))
-                   for j in range(tiles) for r in range(period)])
-    assert slices_union_lines(extent, tile, eb, LINE, float(n)) <= n * one + 1e-9
+    # n slices never cover more lines than the same slices counted one by one (a window of n slices starts
+    # at one of tiles - n + 1 places; a short last slice counts in fewer of them than in the single ones')
+    one_by_one = np.mean([sum(len(_lines(r * pitch + i * tile * eb, r * pitch + min(extent, (i + 1) * tile) * eb))
+                              for i in range(j, j + n))
+                          for j in range(tiles - n + 1) for r in range(period)])
+    assert slices_union_lines(extent, tile, eb, LINE, float(n)) <= one_by_one + 1e-9
 
 
 def test_slices_union_lines_of_64_byte_slices():
@@ -92,7 +94,9 @@ def test_x_wave_lines_against_an_enumeration(tiles_m, tiles_n, swz, per_wave, tn
         assert phin == pytest.approx(np.mean(refn) if refn else np.mean(ref1))
         assert lines_px == pytest.approx(np.mean([len({(p * pitch + c * eb) // LINE for c in range(C)})
                                                   for p in range(period)]))
-    assert 0.0 < phi1 <= 1.0 + 1e-12 and 0.0 <= phin <= phi1 + 1e-12
+    # shares of x's lines; a later wave's new channels may cover more lines than the waves' mean (seed found by
+    # hypothesis: 3 columns of 8 channels, then 2 across the pixel's second line: 0.5 and 1.0, new 1.0)
+    assert 0.0 < phi1 <= 1.0 + 1e-12 and 0.0 <= phin <= 1.0 + 1e-12
 
 
 @pytest.mark.parametrize("case", ["2:268", "1:71", "4:170"])
