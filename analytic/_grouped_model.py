@@ -27,7 +27,7 @@ from ._grouped_rereads import (_issue_order, _reread_misses, _reread_table, _win
                                tap_phases)
 from ._geometry import _fprop, grid
 from ._memo import memo
-from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary
+from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
@@ -182,16 +182,35 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
     C_g on (floor or ceiling likewise), so its lines dq or dq + 1 lines on (a block's first byte spread
     evenly over the line), the same class when that is a multiple of nclass. Seed 1 #34 (64 groups of 6
     channels, 1,536-byte pixels in one set of 4, 7 CTAs an SM, the 6 others of other columns) counted all
-    7 in its set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py)."""
+    7 in its set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py). A
+    swizzle steps consecutive blocks along a band of 2^swz columns first: the columns between the two slots'
+    blocks are taken from the grid (`_schedule.tile_of`, up to 64 blocks sampled); held-out seed 9 #123
+    (swizzle 3: slots 5 columns apart, 2.5 lines, another set) counted the other slot in its set half the time
+    (A L1 misses +163 %)."""
     if nclass <= 1:
         return resident
     tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
+    tiles_n = cdiv(layer.k, kernel.tile_n)
+    ctas = tiles_m * tiles_n
     line = gpu.line_bytes
     out = 1.0
     s = 1
     while s < resident:
+        # the columns between block v and block v + s sms (`_schedule.tile_of`: with a swizzle, consecutive
+        # blocks step along the columns of a 2^swz band first), over sampled v
+        span = ctas - s * gpu.sms
+        dcols = {}
+        if span > 0:
+            take = min(span, _SLOT_SAMPLES)
+            for i in range(take):
+                v = i * span // take
+                d = (tile_of(v + s * gpu.sms, tiles_m, tiles_n, kernel.swizzle_log)[1]
+                     - tile_of(v, tiles_m, tiles_n, kernel.swizzle_log)[1])
+                dcols[abs(d)] = dcols.get(abs(d), 0.0) + 1.0 / take
+        else:
+            dcols = dict(_floor_ceil(s * gpu.sms / tiles_m))
         same = 0.0
-        for dcol, wc in _floor_ceil(s * gpu.sms / tiles_m):
+        for dcol, wc in dcols.items():
             for dg, wg in _floor_ceil(dcol * kernel.tile_n / layer.k_per_group):
                 dq, rem = divmod(dg * layer.c_per_group * kernel.elem_bytes, line)
                 same += wc * wg * ((line - rem) / line * (dq % nclass == 0)
@@ -202,6 +221,7 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
 
 
 _ONE_WINDOW = np.ones((1, 2), np.float64)
+_SLOT_SAMPLES = 64          # blocks sampled for the columns between two slots of an SM
 
 
 def _tile_classes(layer, kernel, sec) -> tuple:

@@ -144,9 +144,10 @@ def test_a_partial_last_column_leaves_the_l2_window_early():
        tiles_m=st.integers(1, 30), resident=st.sampled_from([1.0, 2.0, 3.0, 2.5]), nclass=st.sampled_from([1, 2, 4]))
 def test_same_class_residents_enumerate_co_resident_ctas(groups, cg, kg, tn, eb, sms, tiles_m, resident, nclass):
     # brute force: the CTA in slot 0 of an SM is block b, the one in slot s is b + s sms (block order, no
-    # swizzle); their columns' first channels (column j: group j tn // kg) are shift bytes apart, and a
-    # block starting at byte a of its line moves floor((a + shift) / 128) lines: same class of sets iff
-    # that is a multiple of nclass; every b (over whole periods) and every a in the line counts alike
+    # swizzle: column b // tiles_m); their columns' first channels (column j: group j tn // kg) are shift
+    # bytes apart, and a block starting at byte a of its line moves floor((a + shift) / 128) lines: same
+    # class of sets iff that is a multiple of nclass; every block b of the grid that has a slot-s partner
+    # counts alike (where none has, b over whole periods of an unbounded grid), and every a in the line
     import math
     from analytic._grouped_model import _same_class_residents
     if kg % tn and tn % kg:
@@ -156,18 +157,45 @@ def test_same_class_residents_enumerate_co_resident_ctas(groups, cg, kg, tn, eb,
     gpu = simcore.replace_gpu(simcore.gpu("v100"), sms=sms)
     layer = dataclasses.replace(layer, h=4, w=8 * tiles_m, n=1)         # gemm_m = 32 tiles_m
     assert -(-layer.gemm_m // 32) == tiles_m
-    period = tiles_m * max(1, kg // tn) * 4
+    ctas = tiles_m * -(-layer.k // tn)
     want = 1.0
     s = 1
     while s < resident:
+        span = ctas - s * sms
+        if span > 64:                                   # the function samples 64 blocks: not compared
+            return
+        blocks = range(span) if span > 0 else range(tiles_m * max(1, kg // tn) * 4)
         same = 0
-        for b in range(period):
+        for b in blocks:
             j0, j1 = b // tiles_m, (b + s * sms) // tiles_m
             shift = ((j1 * tn) // kg - (j0 * tn) // kg) * cg * eb
             same += sum(((a + shift) // 128) % nclass == 0 for a in range(128))
-        want += min(1.0, resident - s) * same / (period * 128)
+        want += min(1.0, resident - s) * same / (len(blocks) * 128)
         s += 1
     assert math.isclose(_same_class_residents(layer, kernel, gpu, resident, nclass), want, rel_tol=1e-9)
+
+
+def test_same_class_residents_follow_the_swizzle():
+    # held-out seed 9 #123's grid: 185 tiles_m x 16 columns, swizzle 3 (blocks step along a band of 8 columns
+    # first), 165 SMs: slot 1 is block v + 165, 5 (or 3) columns on, 160 (96) channels of 2 bytes: 2.5 (1.5)
+    # lines, a multiple of 4 for no start in the line; counted from `tile_of` itself, block by block
+    import math
+    from analytic._grouped_model import _same_class_residents
+    from analytic._schedule import tile_of
+    layer = ConvLayer(50, 512, 21, 45, 512, 3, 3, pad=2, dilation=2, groups=512, name="dw")
+    kernel = KernelConfig(tile_m=256, tile_n=32, tile_k=16, dtype="fp16", swizzle_log=3)
+    gpu = simcore.replace_gpu(simcore.gpu("h100"), sms=165)
+    tiles_m, tiles_n = -(-layer.gemm_m // 256), 16
+    span = tiles_m * tiles_n - gpu.sms
+    samples = [i * span // 64 for i in range(64)]
+    same = 0.0
+    for v in samples:
+        d = abs(tile_of(v + gpu.sms, tiles_m, tiles_n, 3)[1] - tile_of(v, tiles_m, tiles_n, 3)[1])
+        shift = d * 32 * 2
+        same += sum(((a + shift) // 128) % 4 == 0 for a in range(128)) / 128 / 64
+    assert math.isclose(_same_class_residents(layer, kernel, gpu, 2.0, 4), 1.0 + same, rel_tol=1e-9)
+    # no swizzle's formula would put the other slot in this CTA's set half the time
+    assert same < 0.5
 
 
 def test_a_groups_rereads_see_the_windows_distinct_pixels():
