@@ -32,7 +32,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "b7013dcbc9a50982"
+_JIT_DEPS_SHA256 = "2397eb9a08b49517"
 
 
 @memo()
@@ -173,6 +173,7 @@ def _floor_ceil(x) -> tuple:
     return (lo, 1.0 - (x - lo)), (lo + 1, x - lo)
 
 
+@memo()
 def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
     """Co-resident CTAs (this one included, ``resident`` in all) whose window lines fall in this CTA's
     class of L1 sets, where the pixels reach only 1 / nclass of the sets: a pixel pitch a whole number of
@@ -202,11 +203,9 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
         dcols = {}
         if span > 0:
             take = min(span, _SLOT_SAMPLES)
-            for i in range(take):
-                v = i * span // take
-                d = (tile_of(v + s * gpu.sms, tiles_m, tiles_n, kernel.swizzle_log)[1]
-                     - tile_of(v, tiles_m, tiles_n, kernel.swizzle_log)[1])
-                dcols[abs(d)] = dcols.get(abs(d), 0.0) + 1.0 / take
+            for d, n in zip(*np.unique(_slot_columns(tiles_m, tiles_n, kernel.swizzle_log, s * gpu.sms, span, take),
+                                       return_counts=True)):
+                dcols[int(d)] = n / take
         else:
             dcols = dict(_floor_ceil(s * gpu.sms / tiles_m))
         same = 0.0
@@ -217,6 +216,17 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
                                    + rem / line * ((dq + 1) % nclass == 0))
         out += min(1.0, resident - s) * same
         s += 1
+    return out
+
+
+@njit(cache=True)
+def _slot_columns(tiles_m, tiles_n, swz, step, span, take):
+    """|columns| between block v and block v + step (`_schedule.tile_of`), for ``take`` blocks v spread over
+    the first ``span``."""
+    out = np.empty(take, np.int64)
+    for i in range(take):
+        v = i * span // take
+        out[i] = abs(tile_of(v + step, tiles_m, tiles_n, swz)[1] - tile_of(v, tiles_m, tiles_n, swz)[1])
     return out
 
 
