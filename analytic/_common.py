@@ -70,6 +70,20 @@ def nsets(strides, sets, line):
     return sets // g
 
 
+def position_phases(R, S, W, dh, dw, pitch_lines, nphase, reverse=False) -> np.ndarray:
+    """L1 set class (0 .. nphase - 1) of each filter position's pixels, nhwc pixels ``pitch_lines`` whole lines
+    apart on rows W pixels wide: position t = r S + s reads pixels (r dh W + s dw) pixels on, so positions whose
+    offsets differ by other than a multiple of the set step (nphase = the sets over those one position's rows
+    reach) put their lines in other sets; ``reverse``: positions walked from the last (dgrad's flipped
+    filter)."""
+    phase = np.zeros(R * S, np.int64)
+    if nphase > 1:
+        for t in range(R * S):
+            tt = R * S - 1 - t if reverse else t
+            phase[t] = ((tt // S) * dh * W + (tt % S) * dw) * pitch_lines % nphase
+    return phase
+
+
 def uniq_input(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, SEC):
     """Compulsory (distinct) input units of ``SEC`` bytes (sectors, or lines with SEC = 128) read by
     the layer: the touched rows and columns are unions of the filter taps' progressions; whole touched

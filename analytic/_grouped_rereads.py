@@ -12,7 +12,7 @@ import numpy as np
 
 from simcore._jit import njit
 
-from ._common import cdiv, nsets
+from ._common import cdiv, nsets, position_phases
 from ._counts import _ramp
 from ._memo import memo
 
@@ -211,9 +211,7 @@ def tap_phases(layer, eb, sets, line) -> tuple:
     (sh, sw), (dh, dw) = layer.stride, layer.dilation
     nsa = nsets((sw * unit, sh * layer.w * unit, layer.h * layer.w * unit), sets, line)
     nphase = sets // nsa
-    pitch = unit // line
-    phase = np.array([((t // layer.s) * dh * layer.w + (t % layer.s) * dw) * pitch % nphase for t in range(rs)],
-                     np.int64)
+    phase = position_phases(layer.r, layer.s, layer.w, dh, dw, unit // line, nphase)
     phase.setflags(write=False)
     return phase, nphase, nsa
 
@@ -276,7 +274,8 @@ def _cross_windows(cross, rs, phase) -> np.ndarray:
 @njit(cache=True)
 def _b_sets(lines, ways, sets) -> tuple:
     """(share of the L1 sets that hold ``lines`` filter lines of one contiguous slice, those lines a set over
-    the ways): they fill ceil(lines) consecutive sets (at most all of them) evenly and leave the others."""
+    the ways): they fill consecutive sets (at most all of them) evenly and leave the others; a fraction of a
+    line is the chance of straddling into one more set (`_b_lines_round`: 1 + (T_k e - 1) / 128 lines)."""
     if lines <= 0.0:
         return 0.0, 0.0
     held = min(sets, max(1.0, lines))
@@ -285,13 +284,14 @@ def _b_sets(lines, ways, sets) -> tuple:
 
 @njit(cache=True)
 def _cyclic_miss(window, reach, tile_px, scale, others, b_lines, tiles, d, dm, order, ways, sets) -> float:
-    """Miss chance of the next group's re-read of a pixel by the same row at the same place of the k-step's
-    issue order (dm = 0: a pixel that one tap of the tile reads), where a pixel pitch of whole lines that
-    reaches only some of the L1 sets (`_common.nsets` < sets) puts every pixel's lines in a fixed class of
-    sets. Each row then replays the same walk over the same lines, so its set holds exactly the window's
-    lines: LRU hits while they fit the ways and misses past them, a step at x = 1, not the dense engine's
-    ramp, which stands for windows that differ from row to row. The filter lines between are each filter
-    tile's contiguous slice (``b_lines`` lines a tile; ``tiles`` distinct filter tiles on the SM): a slice fills ceil(lines) sets and leaves the others (`_b_sets`), and the slices of other CTA
+    """Miss chance of the next group's re-read of a pixel, ``d`` k-steps and ``dm`` rows after the tile's last
+    read of it (`_jittered_miss` over the rows' places in the issue order; ``window`` and ``reach`` its
+    pixels between, `_cross_windows`). The group's walk replays itself over the same pixels, so a re-read's
+    set holds exactly the window's lines: LRU hits while they fit the ways and misses past them, a step at
+    x = 1, not the dense engine's ramp, which stands for windows that differ from row to row. The filter
+    lines between are each filter tile's contiguous slice (``b_lines`` lines a tile; ``tiles`` distinct
+    filter tiles on the SM): a slice fills the sets it is expected to touch (`_b_sets`) out of ``sets`` (those
+    the re-read pixels' windows fill) and leaves the others, and the slices of other CTA
     columns lie apart, so the re-read's set holds k of them with binomial chances (one slice of all the
     tiles' lines put a line in every set: held-out seed 181 #42 +137 %, now +108.6 %, a window exactly at
     the ways). Two consecutive groups' slices are one contiguous block, so the line a slice may straddle
@@ -342,6 +342,7 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
         px_mean += classes[ci, 0] * classes[ci, 1]
         px_w += classes[ci, 1]
     px_mean = px_mean / px_w if px_w > 0.0 else 1.0
+    lines = l1[0] * l1[1]                         # b_scale, b_cap: lines over every set's ways
     for k in range(residents.shape[0]):     # (CTAs on the SM, those in its class of sets, share, filter tiles)
         bs, bc = residents[k, 3] * b_scale, residents[k, 3] * b_cap
         for li in range(windows.shape[0]):
@@ -356,7 +357,6 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
                     intra += wt * intra_rows[r, 3] * _jittered_miss(win_tile[0, t1, d] * ratio,
                                                                     win_tile[1, t1, d] * ratio, tile_px, scale,
                                                                     others, min(bs * d, bc), d, dm, order, lo, hi)
-                lines = l1[0] * l1[1]                 # b_scale, b_cap: lines over every set's ways
                 for r in range(cross_rows.shape[0]):
                     d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
                     cross += wt * cross_rows[r, 2] * _cyclic_miss(

@@ -669,7 +669,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     # 128 filter lines each in one set a round; the two CTAs' 384 lines overflow its 320
                     # ways, yet only 256 lie between the second CTA's read and the first's next one)
                     own = lines_b / nsb + lines_a / nmax_b
-                    d_b = ((k - k / nb) / k * (nb * lines_b / nsb + na * lines_a / nmax_b) + own) / ways
+                    d_b = ((1.0 - 1.0 / nb) * (nb * lines_b / nsb + na * lines_a / nmax_b) + own) / ways
                     hb = reuse_b1 * _ramp(d_b, lo, hi)
                     if share_b_blk > 0:
                         # distinct lines of the rounds in between: the CTAs' whole A windows (nhwc) and

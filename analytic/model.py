@@ -14,10 +14,10 @@ from traces.stream import check_types
 from traces.kernel import KernelConfig
 
 from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine
-from ._common import nsets as _nsets
+from ._common import nsets as _nsets, position_phases
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
-from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap, dgrad_subproblems,
-                        geometry, geometry_check, strided_starts)
+from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap,
+                        dgrad_subproblems, geometry, geometry_check, strided_starts)
 from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
                   swept_rereads, tile_refetch_misses)
 from ._memo import memo
@@ -591,13 +591,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     l2_tab = _NO_TABLE if l2_tab is None else l2_tab
     # L1 set class of each filter position's A lines (nhwc, line-aligned pixels): positions whose
     # offsets differ by other than a multiple of the set step put their lines in other sets
-    phase = np.zeros(R * S, np.int64)
-    nphase = 1
-    if nhwc and (C * eb) % LINE == 0 and nsa < sets:
-        nphase = sets // nsa
-        for t in range(R * S):
-            tt = R * S - 1 - t if win.reverse else t
-            phase[t] = ((tt // S) * dh * W + (tt % S) * dw) * (C * eb // LINE) % nphase
+    nphase = sets // nsa if nhwc and (C * eb) % LINE == 0 and nsa < sets else 1
+    phase = position_phases(R, S, W, dh, dw, C * eb // LINE, nphase, win.reverse)
     # tensor-op B by cp.async.cg: never in the L1, so no B lines in A's L1 windows and no B hits
     kinds = operand_kinds(kernel, layer)
     ncls_l1, b_round_l1, b_slice_l1 = ncls, b_lines_round, b_slice_lines
