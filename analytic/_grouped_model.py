@@ -32,7 +32,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "a60c91710fff31d9"
+_JIT_DEPS_SHA256 = "5df0c952e320a572"
 
 
 @memo()
@@ -178,9 +178,9 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
     """Co-resident CTAs (this one included, ``resident`` in all) whose window lines fall in this CTA's
     class of L1 sets, where the pixels reach only 1 / nclass of the sets: a pixel pitch a whole number of
     set strides puts a group step's lines in the sets its channel block's place in the pixel picks. Slot s
-    of an SM holds the CTA sms s blocks after slot 0's (block order, as without swizzle): dcol = s sms /
-    tiles_m columns on (floor or ceiling, weighted by the remainder), its channels dcol T_n / K_g groups of
-    C_g on (floor or ceiling likewise), so its lines dq or dq + 1 lines on (a block's first byte spread
+    of an SM holds the CTA sms s blocks after slot 0's: its column's first group dg groups of C_g on (taken
+    from the grid's blocks, `_slot_groups`; past the grid's end, dcol = s sms / tiles_m columns and dcol T_n /
+    K_g groups on, floor or ceiling weighted by the remainder), so its lines dq or dq + 1 lines on (a block's first byte spread
     evenly over the line), the same class when that is a multiple of nclass. Seed 1 #34 (64 groups of 6
     channels, 1,536-byte pixels in one set of 4, 7 CTAs an SM, the 6 others of other columns) counted all
     7 in its set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py). A
@@ -200,33 +200,33 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
         # the columns between block v and block v + s sms (`_schedule.tile_of`: with a swizzle, consecutive
         # blocks step along the columns of a 2^swz band first), over sampled v
         span = ctas - s * gpu.sms
-        dcols = {}
         if span > 0:
             take = min(span, _SLOT_SAMPLES)
-            for d, n in zip(*np.unique(_slot_columns(tiles_m, tiles_n, kernel.swizzle_log, s * gpu.sms, span, take),
-                                       return_counts=True)):
-                dcols[int(d)] = n / take
+            dgs = [(int(d), n / take) for d, n in zip(*np.unique(
+                _slot_groups(tiles_m, tiles_n, kernel.swizzle_log, s * gpu.sms, span, take, kernel.tile_n,
+                             layer.k_per_group), return_counts=True))]
         else:
-            dcols = dict(_floor_ceil(s * gpu.sms / tiles_m))
+            dgs = [(dg, wc * wg) for dcol, wc in _floor_ceil(s * gpu.sms / tiles_m)
+                   for dg, wg in _floor_ceil(dcol * kernel.tile_n / layer.k_per_group)]
         same = 0.0
-        for dcol, wc in dcols.items():
-            for dg, wg in _floor_ceil(dcol * kernel.tile_n / layer.k_per_group):
-                dq, rem = divmod(dg * layer.c_per_group * kernel.elem_bytes, line)
-                same += wc * wg * ((line - rem) / line * (dq % nclass == 0)
-                                   + rem / line * ((dq + 1) % nclass == 0))
+        for dg, wg in dgs:
+            dq, rem = divmod(dg * layer.c_per_group * kernel.elem_bytes, line)
+            same += wg * ((line - rem) / line * (dq % nclass == 0) + rem / line * ((dq + 1) % nclass == 0))
         out += min(1.0, resident - s) * same
         s += 1
     return out
 
 
 @njit(cache=True)
-def _slot_columns(tiles_m, tiles_n, swz, step, span, take):
-    """|columns| between block v and block v + step (`_schedule.tile_of`), for ``take`` blocks v spread over
-    the first ``span``."""
+def _slot_groups(tiles_m, tiles_n, swz, step, span, take, tn, kg):
+    """|groups| between the first groups of block v's and block v + step's CTA columns (`_schedule.tile_of`;
+    column j starts at group j tn // kg), for ``take`` blocks v spread over the first ``span``."""
     out = np.empty(take, np.int64)
     for i in range(take):
         v = i * span // take
-        out[i] = abs(tile_of(v + step, tiles_m, tiles_n, swz)[1] - tile_of(v, tiles_m, tiles_n, swz)[1])
+        j0 = tile_of(v, tiles_m, tiles_n, swz)[1]
+        j1 = tile_of(v + step, tiles_m, tiles_n, swz)[1]
+        out[i] = abs(j1 * tn // kg - j0 * tn // kg)
     return out
 
 
@@ -248,7 +248,9 @@ def _as_array(table, layer, kernel, unit) -> np.ndarray:
 
 def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     """(miss chance of a tile's re-read of a pixel by the next group, summed miss chances of its re-reads
-    inside a group), per (pixel, tile) pair. A tile reads a pixel at the taps whose output row falls in
+    inside a group), per (pixel, tile) pair, and the same per class of window lines and per distance
+    (`_grouped_rereads._reread_misses`' ``by_class`` and ``by_dist``, in `_window_lines`' classes: where one
+    L1 class stands for them all, each at its share) for the L2 side, `_l2_rereads`. A tile reads a pixel at the taps whose output row falls in
     it (`_reread_table`); between two reads, d k-steps apart by rows dm GEMM rows apart, each co-resident
     CTA (per class of SMs by the CTAs present over a CTA's group steps, `_present_classes`; where the pixels
     reach some of the sets, those in this CTA's class of sets: `_same_class_residents`) reads its tile's
@@ -282,8 +284,13 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     # (1x1 depthwise C 256 fp32: 1,024-byte pixels reach one set, 128-byte windows straddle into a second; the
     # round's filter line lands in one of the two, `tests/test_grouped_cyclic.py`)
     a_sets = min(float(sets), nsa * math.ceil(float(windows_all[:, 0] @ windows_all[:, 1]) - 1e-9))
-    return _reread_misses(intra_rows, cross_rows, windows, classes, residents, float(ways * nsa), b_round,
-                          b_slice, win_tile, f.l1_hit_lo, f.l1_hit_hi, order, (float(ways), float(sets), a_sets))
+    cross, intra, by_class, by_dist = _reread_misses(
+        intra_rows, cross_rows, windows, classes, residents, float(ways * nsa), b_round, b_slice, win_tile,
+        f.l1_hit_lo, f.l1_hit_hi, order, (float(ways), float(sets), a_sets))
+    if windows.shape[0] < windows_all.shape[0]:   # one L1 class: each class of the L2's at its share
+        by_class = by_class[0][None, :] * windows_all[:, 1:2]
+        by_dist = by_dist[0][None, :, :] * windows_all[:, 1][:, None, None]
+    return cross, intra, by_class, by_dist
 
 
 def _present_classes(layer, kernel, ctas, sms, cps) -> tuple:
@@ -367,18 +374,31 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
     return ((both / (both + rest), window(float(tiles_n))), (rest / (both + rest), window(tiles_n - 1.0)))
 
 
-def _l2_rereads(layer, kernel, gpu, f, machine, valid, cross_reach, intra_reach) -> tuple:
+def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
     """Chances that re-reads which missed the L1 miss the L2 too: (the next group's, those inside a
-    group). L1 hits never reach the L2's LRU order, so a window counts only the lines that miss the L1.
+    group), each averaged over the re-reads that miss the L1 (``by_class``, ``by_dist``: `reuse_misses`'
+    miss chances per class of window lines and per distance in taps). L1 hits never reach the L2's LRU
+    order, so a re-read's L2 window runs back to the pixel's previous L1 miss and counts only the lines
+    that missed the L1 since, per class of window lines (`_window_misses`):
 
-    The next group's: between the two reads the busy CTAs each read their tile's pixels once more, one
-    group's window of lines each (`_window_lines`), those of pixels whose lines miss the L1 at some read
-    of the group step (``cross_reach``): the distinct pixels of the busy tiles (`_busy_periods`).
-    Inside a group (the next tap's, one k-step on): the busy CTAs' rows of one k-step (``valid`` of T_m
-    in the image; CTAs of one tile_m share them, `_group_windows` columns of channels), those that miss
-    the L1 (``intra_reach``: A's L1 miss rate). Seed 1 #86 (a quarter of the P100's L2, 448 busy CTAs of
-    128 rows): one k-step's lines are seven times the L2's, and 91 % of A's L2 reads go to DRAM, where
-    these re-reads were sent to L2 hits.
+    * where the previous read missed the L1 too (chance m, the class's misses a read), the busy tiles'
+      pixels of the d taps between (`_window_pixels`' and `_cross_windows`' windows in every set; CTAs of
+      one tile_m share them, `_group_windows` columns of channels), those whose lines missed there;
+    * else a group step back: the busy tiles' pixels (`_busy_periods`) whose lines miss the L1 at some
+      read of it, min(1, M) of them (M the class's misses a pixel and group step; the walk repeats its
+      misses group after group, so where M <= 1 each missing pixel misses once).
+
+    Replayed (scratch `l2ws2`, `l2gap`: the L2 reads of every group step, and each same-CTA L2 re-read's
+    distance to its previous L2 read): mobilenet_v2 features.14.conv.1.0 (3x3 stride 2, v100 batch 32)
+    misses the L1 once a pixel and group step and its L2 re-reads are all 9 k-steps (one group step)
+    apart, 61,130 lines a straddling step (88 % L2 misses), 30,565 the others (2 %); held-out 9 #186 (3x3
+    stride 2, every read an L1 miss) re-reads at the L2 1, 2, 3, 4, 6, 7 and 9 k-steps apart, missing 0, 2,
+    2, 9, 29, 10 and 30 %: its tap distances. A class whose windows straddle a line thrashes the L1 where
+    the others fit it, so its re-reads meet its own thrashing neighbours, not the layer's mean miss rate
+    (efficientnet_b0 features.4.0.block.1.0: 15 k lines a step where pixels fit a line, 43-50 k where
+    they straddle, against the L2's 49 k; the mean miss rate counted 0.37 of every class's pixels).
+    Seed 1 #86 (a quarter of the P100's L2, 448 busy CTAs of 128 rows): one k-step's lines are seven times
+    the L2's, and 91 % of A's L2 reads go to DRAM.
 
     Each against the L2's capacity (the dense engine's cliff, `_l2`), per class of window lines: in one
     group step every pixel reads that group's block, so where the pixel pitch is a multiple of the line
@@ -388,11 +408,11 @@ def _l2_rereads(layer, kernel, gpu, f, machine, valid, cross_reach, intra_reach)
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
     tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
     busy = min(float(tiles_m * tiles_n), float(machine[0] * gpu.sms))
-    step_rows = (min(busy, float(tiles_m)) * min(kernel.tile_m, layer.gemm_m) * valid
-                 * _group_windows(layer, kernel, busy / tiles_m) * intra_reach)
+    step_tiles = min(busy, float(tiles_m)) * _group_windows(layer, kernel, busy / tiles_m)
     return _window_misses(_as_array(_window_lines, layer, kernel, gpu.line_bytes),
-                          np.array(_busy_periods(layer, kernel, gpu, machine), np.float64), step_rows / cap,
-                          cross_reach / cap, ways, cliff,
+                          np.array(_busy_periods(layer, kernel, gpu, machine), np.float64), by_class, by_dist,
+                          _tile_pixels(layer, kernel, gpu.sector_bytes)[1] / (layer.r * layer.s), step_tiles / cap,
+                          1.0 / cap, ways, cliff,
                           _window_cliffs(layer, kernel, gpu, f, math.ceil(min(busy / tiles_m, tiles_n))))
 
 
@@ -429,16 +449,45 @@ def _window_miss(x, ways, cliff, tabs, i):
 
 
 @njit(cache=True)
-def _window_misses(windows, periods, step_x, cross_x, ways, cliff, tabs) -> tuple:
-    """`_l2_rereads`' sums over the classes of window lines (and the busy periods)."""
+def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x, ways, cliff, tabs) -> tuple:
+    """`_l2_rereads`' averages over the classes of window lines, the busy periods and the re-reads'
+    distances. Per class, M misses of n reads a pixel and group step, m = M / n a read: with chance m the
+    previous read missed too, and the window is the busy tiles' pixels of the d taps between (``by_dist``'
+    windows) whose lines missed there, 1 - (1 - m)^j of them (j reads a pixel: d / (R S) of a group step's
+    n reads of ``tap_px`` R S pixels, over the window's pixels), at most a group step's; else the group
+    step's pixels whose lines miss the L1, min(1, M) of them."""
     cross = 0.0
+    cross_w = 0.0
     intra = 0.0
+    intra_w = 0.0
+    top = periods[0, 1]
     for i in range(windows.shape[0]):
         lines, w = windows[i, 0], windows[i, 1]
-        intra += w * _window_miss(step_x * lines, ways, cliff, tabs, i)
+        if w <= 0.0 or by_class[i, 2] <= 0.0:
+            continue
+        big = (by_class[i, 0] + by_class[i, 1]) / w   # M
+        n = by_class[i, 2] / w
+        m = min(1.0, big / n)
         for j in range(periods.shape[0]):
-            cross += periods[j, 0] * w * _window_miss(cross_x * periods[j, 1] * lines, ways, cliff, tabs, i)
-    return cross, intra
+            full = cross_x * periods[j, 1] * min(1.0, big)
+            tiles = step_x * periods[j, 1] / top
+            for d in range(by_dist.shape[1]):
+                for k in range(2):
+                    miss = by_dist[i, d, 2 * k]
+                    if miss <= 0.0:
+                        continue
+                    pixels = by_dist[i, d, 2 * k + 1] / miss
+                    near = 1.0 - (1.0 - m) ** max(1.0, d * tap_px * n / max(pixels, 1e-300))
+                    p = periods[j, 0] * miss * (m * _window_miss(min(full, tiles * pixels * near) * lines, ways,
+                                                                 cliff, tabs, i)
+                                                + (1.0 - m) * _window_miss(full * lines, ways, cliff, tabs, i))
+                    if k == 0:
+                        intra += p
+                    else:
+                        cross += p
+        cross_w += by_class[i, 0]
+        intra_w += by_class[i, 1]
+    return cross / cross_w if cross_w > 0.0 else 0.0, intra / intra_w if intra_w > 0.0 else 0.0
 
 
 _NO_TAB = np.zeros(1, np.float64)
@@ -591,15 +640,13 @@ def predict_grouped(layer, gpu, kernel, f, machine, write_side) -> dict:
     slice_b = cdiv(min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb, sec)
     miss_b = min(float(ex["sec_B"]), float(ctas * slice_b)) * (1.0 - _b_shared(layer, kernel, gpu, f, machine))
     dram_b = min(miss_b, float(cdiv(layer.params * eb, sec)))
-    cross_miss, intra_miss = reuse_misses(layer, kernel, gpu, machine, f)
+    cross_miss, intra_miss, by_class, by_dist = reuse_misses(layer, kernel, gpu, machine, f)
     first, again, cross = a_misses(layer, kernel, sec, cross_miss, intra_miss)
-    valid = ex["valid_mrs"] / (layer.gemm_m * layer.r * layer.s)
     miss_a = min(float(ex["sec_A"]), first + again)
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     uniq_x = uniq_input(layer.n, layer.c, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw,
                         dh, dw, eb, True, sec)
-    cross_l2, intra_l2 = _l2_rereads(layer, kernel, gpu, f, machine, valid, min(1.0, cross_miss + intra_miss),
-                                     miss_a / max(float(ex["sec_A"]), 1.0))
+    cross_l2, intra_l2 = _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist)
     # first reads of sectors an earlier CTA column read (its group, or a sector its groups' channels share):
     # once a column and pixel (the tiles of a column that share a halo pixel read it in step)
     per_pixel = _pixel_sectors(layer, kernel, sec)[1]

@@ -239,8 +239,9 @@ def _reread_table(layer, kernel, sets, line) -> tuple:
 def _cross_windows(cross, rs, phase) -> np.ndarray:
     """The next group's re-reads (rows t_last, t_first, dm, weight) with the share of a tile's pixels that
     lie between in the re-read pixel's class of sets (``phase`` of each tap: a pixel's taps share it):
-    (d, dm, weight, window, reach), d = R S - t_last + t_first k-steps. The re-read's window, taps
-    t_last .. R S - 1 of this group and 0 .. t_first - 1 of the next, holds every pixel of the tile in that
+    (d, dm, weight, window, reach, window in every set: the L2's), d = R S - t_last + t_first k-steps. The
+    re-read's window, taps t_last .. R S - 1 of this group and 0 .. t_first - 1 of the next, holds every pixel
+    of the tile in that
     class but those that the tile reads only at taps in [t_first, t_last) (first tap >= t_first, last <
     t_last); ``reach`` (t_first too) every one but those first read after it. The pixels' (first, last) taps
     are the rows' own distribution. d T_m rows were assumed before, at most the tile's pixels:
@@ -248,27 +249,34 @@ def _cross_windows(cross, rs, phase) -> np.ndarray:
     tap 5 four k-steps on, after some 200 of the tile's 241 pixels (replayed: 86 % of these re-reads hit
     with two CTAs on 448 ways; the whole tile said all missed)."""
     last, first = cross[:, 0].astype(np.int64), cross[:, 1].astype(np.int64)
-    out = np.empty((cross.shape[0], 5), np.float64)
+    out = np.empty((cross.shape[0], 6), np.float64)
     out[:, 0] = rs - last + first
     out[:, 1] = cross[:, 2]
     out[:, 2] = cross[:, 3]
+    out[:, 5] = _between(last, first, cross[:, 3], np.ones(last.shape[0], np.bool_), rs)[0]
     for c in np.unique(phase[last]):
         rows = phase[last] == c
-        joint = np.zeros((rs + 1, rs + 1), np.float64)    # [last, first], padded with a zero row and column
-        np.add.at(joint, (last[rows], first[rows]), cross[rows, 3])
-        # below[l, f]: the weight of the class's pixels whose last tap < l and first tap >= f
-        below = np.zeros((rs + 1, rs + 2), np.float64)
-        below[1:, :rs + 1] = np.cumsum(np.cumsum(joint[:rs, ::-1], axis=1)[:, ::-1], axis=0)
-        share = joint.sum()
-        out[rows, 3] = np.clip(share - below[last[rows], first[rows]], 0.0, 1.0)
-        out[rows, 4] = np.clip(share - below[last[rows], first[rows] + 1], 0.0, 1.0)
-    # rows alike in (d, dm, window, reach) summed: the compiled sums judge each row once (a 3x3 layer's pairs
-    # of taps give some 30 rows, 9 of them distinct)
-    keys, inverse = np.unique(np.round(out[:, [0, 1, 3, 4]], 9), axis=0, return_inverse=True)
-    merged = np.zeros((keys.shape[0], 5), np.float64)
-    merged[:, [0, 1, 3, 4]] = keys
+        out[rows, 3], out[rows, 4] = _between(last, first, cross[:, 3], rows, rs)
+    # rows alike in (d, dm, window, reach, window in every set) summed: the compiled sums judge each row once
+    # (a 3x3 layer's pairs of taps give some 30 rows, 9 of them distinct)
+    keys, inverse = np.unique(np.round(out[:, [0, 1, 3, 4, 5]], 9), axis=0, return_inverse=True)
+    merged = np.zeros((keys.shape[0], 6), np.float64)
+    merged[:, [0, 1, 3, 4, 5]] = keys
     np.add.at(merged[:, 2], inverse.ravel(), out[:, 2])
     return merged
+
+
+def _between(last, first, weight, rows, rs) -> tuple:
+    """`_cross_windows`' (window, reach) shares for the rows ``rows`` (one class of sets), from those rows'
+    (last, first) tap distribution."""
+    joint = np.zeros((rs + 1, rs + 1), np.float64)    # [last, first], padded with a zero row and column
+    np.add.at(joint, (last[rows], first[rows]), weight[rows])
+    # below[l, f]: the weight of the class's pixels whose last tap < l and first tap >= f
+    below = np.zeros((rs + 1, rs + 2), np.float64)
+    below[1:, :rs + 1] = np.cumsum(np.cumsum(joint[:rs, ::-1], axis=1)[:, ::-1], axis=0)
+    share = joint.sum()
+    return (np.clip(share - below[last[rows], first[rows]], 0.0, 1.0),
+            np.clip(share - below[last[rows], first[rows] + 1], 0.0, 1.0))
 
 
 @njit(cache=True)
@@ -335,6 +343,12 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
     57 %; its L2 reads went -27.7 -> -3.2 %."""
     cross = 0.0
     intra = 0.0
+    # the L2 side's figures (`_grouped_model._l2_rereads`), per class of window lines li: [li, 0] the next
+    # group's miss chances, [li, 1] those inside a group, [li, 2] the re-reads (each weighed like its miss
+    # chance); per distance d: [li, d, 0] the miss chances inside a group, [li, d, 1] the same times the tile's
+    # pixels between in every set (win_tile[2]), [li, d, 2:4] the same for the next group's
+    by_class = np.zeros((windows.shape[0], 3))
+    by_dist = np.zeros((windows.shape[0], win_tile.shape[2] + 1, 4))
     # a tile's windows inside a group (``win_tile``, per T_m rows of the layer) scale with its class's pixels
     px_mean = 0.0
     px_w = 0.0
@@ -354,16 +368,27 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
                 ratio = tile_px / px_mean if px_mean > 0.0 else 1.0
                 for r in range(intra_rows.shape[0]):
                     t1, d, dm = int(intra_rows[r, 0]), int(intra_rows[r, 1]), int(intra_rows[r, 2])
-                    intra += wt * intra_rows[r, 3] * _jittered_miss(win_tile[0, t1, d] * ratio,
-                                                                    win_tile[1, t1, d] * ratio, tile_px, scale,
-                                                                    others, min(bs * d, bc), d, dm, order, lo, hi)
+                    miss = wt * intra_rows[r, 3] * _jittered_miss(win_tile[0, t1, d] * ratio,
+                                                                  win_tile[1, t1, d] * ratio, tile_px, scale,
+                                                                  others, min(bs * d, bc), d, dm, order, lo, hi)
+                    intra += miss
+                    by_class[li, 1] += miss
+                    by_class[li, 2] += wt * intra_rows[r, 3]
+                    dd = min(d, by_dist.shape[1] - 1)
+                    by_dist[li, dd, 0] += miss
+                    by_dist[li, dd, 1] += miss * min(win_tile[2, t1, d] * ratio, tile_px)
                 for r in range(cross_rows.shape[0]):
                     d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
-                    cross += wt * cross_rows[r, 2] * _cyclic_miss(
+                    miss = wt * cross_rows[r, 2] * _cyclic_miss(
                         cross_rows[r, 3] * tile_px, cross_rows[r, 4] * tile_px, tile_px, scale, others,
                         min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0), residents[k, 3], d, dm, order,
                         l1[0], l1[2])
-    return cross, intra
+                    cross += miss
+                    by_class[li, 0] += miss
+                    by_class[li, 2] += wt * cross_rows[r, 2]
+                    by_dist[li, d, 2] += miss
+                    by_dist[li, d, 3] += miss * cross_rows[r, 5] * tile_px
+    return cross, intra, by_class, by_dist
 
 
 @functools.lru_cache(maxsize=256)
@@ -406,7 +431,8 @@ def _window_pixels(layer, kernel, sec, sets, line) -> np.ndarray:
     the last one sees these in between, where ``d T_m`` rows were assumed (seed 4 #37, 11x11 stride 2
     on 218-wide images: two rows of taps re-read a pixel 22 positions later, after some 650 of the
     tile's pixels, not its whole 2,439; L1 misses +358 %); win[1, t, d]: from t - d to t, both ends
-    included (a re-read's window covers the end of the first k-step and the start of the last)."""
+    included (a re-read's window covers the end of the first k-step and the start of the last); win[2, t, d]:
+    win[0]'s pixels in every class of sets (the L2 sees them all, `_grouped_model._l2_rereads`)."""
     from ._reuse import reuse_histogram, window_rows
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     tm = min(kernel.tile_m, layer.gemm_m)
@@ -419,8 +445,9 @@ def _window_pixels(layer, kernel, sec, sets, line) -> np.ndarray:
     phase, nphase, _ = tap_phases(layer, kernel.elem_bytes, sets, line)
     win = window_rows(hist, phase, nphase)
     # [1]: the same with position t itself: + its rows whose nearest earlier read is further back than t - d
-    out = np.empty((2, rs, rs), np.float64)
+    out = np.empty((3, rs, rs), np.float64)
     out[0] = win
+    out[2] = window_rows(hist, np.zeros(rs, np.int64), 1) if nphase > 1 else win
     seen = np.cumsum(hist[:, 1:], axis=1)            # seen[t, d - 1]: rows of t read again within d
     rows = hist.sum(axis=1)
     out[1, :, 0] = rows

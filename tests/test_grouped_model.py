@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,6 +102,22 @@ def test_window_lines_average_each_blocks_lines_over_pixels(groups, cg, tk, eb):
     assert {round(x, 6) for x in want} == {lines for lines, _s in got}
 
 
+def _every_read(layer, kernel, gpu, f, miss):
+    """`reuse_misses`' L2 figures with every re-read missing the L1 (``miss`` = 1) or none (0): the miss
+    chances scaled to the reads, the windows kept."""
+    from analytic._grouped_model import _as_array, _window_lines, reuse_misses
+    from analytic.model import _machine
+    by_class, by_dist = (np.array(a) for a in reuse_misses(layer, kernel, gpu, _machine(gpu, kernel), f)[2:])
+    shares = _as_array(_window_lines, layer, kernel, gpu.line_bytes)[:, 1]
+    for li, w in enumerate(shares):
+        for k, reads in ((1, w), (0, by_class[li, 2] - w)):     # by_dist's [.., 2 k]: intra (k 0), next group's
+            had = by_class[li, 1 - k]
+            assert had > 0.0
+            by_dist[li, :, 2 * k:2 * k + 2] *= miss * reads / had
+            by_class[li, 1 - k] = miss * reads
+    return by_class, by_dist
+
+
 def test_cross_group_rereads_miss_the_l2_only_when_the_busy_tiles_exceed_it():
     from analytic._grouped_model import _l2_rereads
     from analytic.factors import resolve_factors
@@ -110,14 +127,46 @@ def test_cross_group_rereads_miss_the_l2_only_when_the_busy_tiles_exceed_it():
     f = resolve_factors(None)
     small = simcore.replace_gpu(simcore.gpu("p100"), l2_bytes=1 << 20)
     big = simcore.replace_gpu(simcore.gpu("p100"), l2_bytes=64 << 20)
-    # the busy tiles' distinct pixels: every image once (17 x 625 pixels, about a line each) > 8192 lines
-    assert _l2_rereads(layer, kernel, small, f, _machine(small, kernel), 1.0, 1.0, 1.0)[0] > 0.9
-    assert _l2_rereads(layer, kernel, big, f, _machine(big, kernel), 1.0, 1.0, 1.0)[0] < 0.01
-    # inside a group: 448 busy CTAs' 128 rows of one k-step (57 k lines) overflow 8 k lines, not 512 k
-    assert _l2_rereads(layer, kernel, small, f, _machine(small, kernel), 1.0, 1.0, 1.0)[1] > 0.9
-    assert _l2_rereads(layer, kernel, big, f, _machine(big, kernel), 1.0, 1.0, 1.0)[1] < 0.01
+    # every read an L1 miss (m = 1): the busy tiles' pixels of one tap (448 CTAs of 128 rows, 57 k lines)
+    # overflow 8 k lines, not 512 k; so do a group step's (every image once: 17 x 625 pixels, a line each)
+    for gpu, lo, hi in ((small, 0.9, 1.0), (big, 0.0, 0.01)):
+        by_class, by_dist = _every_read(layer, kernel, gpu, f, 1.0)
+        cross, intra = _l2_rereads(layer, kernel, gpu, f, _machine(gpu, kernel), by_class, by_dist)
+        assert lo <= cross <= hi and lo <= intra <= hi
     # nothing reaches the L2 when every read hits the L1
-    assert _l2_rereads(layer, kernel, small, f, _machine(small, kernel), 1.0, 0.0, 0.0) == (0.0, 0.0)
+    by_class, by_dist = _every_read(layer, kernel, small, f, 0.0)
+    assert _l2_rereads(layer, kernel, small, f, _machine(small, kernel), by_class, by_dist) == (0.0, 0.0)
+
+
+def test_an_l2_reread_reaches_back_to_the_pixels_previous_l1_miss():
+    # a re-read d taps on whose previous read missed the L1 too sees the busy tiles' pixels of those d taps
+    # at the L2; one whose earlier reads hit sees a group step's: one class of 1-line windows, a group step
+    # of N = 4,000 pixels, a re-read 1 tap on over 100 pixels of one tile (step_x: the busy tiles / cap), on a
+    # contiguous cliff (NaN table) of an L2 of 1,000 lines (cross_x = 1 / cap)
+    from analytic._grouped_model import _window_misses
+    from analytic._l2 import l2_miss_prob
+    windows = np.array([[1.0, 1.0]])
+    periods = np.array([[1.0, 4000.0]])
+    tabs = np.full((1, 4), np.nan)
+    cliff = (0.3, 0.0)
+    by_dist = np.zeros((1, 10, 4))
+
+    def misses(cross_miss, reads, tiles):
+        by_class = np.array([[cross_miss, 0.0, reads]])
+        by_dist[0, 1] = (0.0, 0.0, cross_miss, cross_miss * 100.0)   # next group's re-read, 1 tap on
+        return _window_misses(windows, periods, by_class, by_dist, 100.0 / 9, tiles / 1000.0, 1.0 / 1000.0,
+                              16.0, cliff, tabs)[0]
+
+    # every read missed (m = 1): 4 busy tiles' 100 pixels of that tap (0.4 of the L2) hit, 40 tiles' miss
+    assert misses(1.0, 1.0, 4.0) < 0.01
+    assert misses(1.0, 1.0, 40.0) > 0.99
+    # one miss in 10 reads (m = 0.1): 90 % reach back a group step, to the 4,000 pixels x 1 (M = 1) missing
+    got = misses(1.0, 10.0, 4.0)
+    near = 1.0 - 0.9 ** (1 * 100.0 / 9 * 10.0 / 100.0)
+    assert got == pytest.approx(0.1 * l2_miss_prob(0.4 * near, 16.0, cliff) + 0.9 * l2_miss_prob(4.0, 16.0, cliff))
+    assert got > 0.85
+    # half the pixels miss once a group step (M = 0.5): a group step holds 2,000 missing lines, still 2 L2s
+    assert misses(0.5, 10.0, 4.0) > 0.85
 
 
 

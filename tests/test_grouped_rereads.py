@@ -76,7 +76,8 @@ def test_tile_rereads_follow_every_tile_position(h, w, r, s, sh, sw, dil, pad, t
         before = sum(w for (a, b, _dm), w in want_cross.items() if b > t_first and a < t_last) / want_pairs
         want_rows[(r * s - t_last + t_first, dm, round(1.0 - between, 6), round(1.0 - before, 6))] += v / want_pairs
     got_rows = defaultdict(float)
-    for d, dm, weight, window, reach in rows:
+    for d, dm, weight, window, reach, window_all in rows:
+        assert window_all == pytest.approx(window)          # one class of sets: the L2's window is the L1's
         got_rows[(int(d), int(dm), round(window, 6), round(reach, 6))] += weight
     assert got_rows.keys() == want_rows.keys()
     for key, value in want_rows.items():
@@ -86,13 +87,15 @@ def test_tile_rereads_follow_every_tile_position(h, w, r, s, sh, sw, dil, pad, t
 @pytest.mark.parametrize("phase, want", [
     # one class of sets: the pair read at taps 0 and 2 is re-read past everything but the pixels read only at
     # tap 1 (in [0, 2)); the others are re-read past every pixel, alike (one row: d 3, dm 0)
-    ([0, 0, 0], [[1, 5, 0.5, 0.75, 0.75], [3, 0, 0.5, 1.0, 1.0]]),
-    # tap 1 in another class of sets: its pixels lie elsewhere, each re-read counts its own class only
-    ([0, 1, 0], [[1, 5, 0.5, 0.75, 0.75], [3, 0, 0.25, 0.25, 0.25], [3, 0, 0.25, 0.75, 0.75]]),
+    ([0, 0, 0], [[1, 5, 0.5, 0.75, 0.75, 0.75], [3, 0, 0.5, 1.0, 1.0, 1.0]]),
+    # tap 1 in another class of sets: its pixels lie elsewhere, each re-read counts its own class only; the
+    # L2's window (last column) counts every class: the re-reads of d 3 see every pixel
+    ([0, 1, 0], [[1, 5, 0.5, 0.75, 0.75, 0.75], [3, 0, 0.25, 0.25, 0.25, 1.0], [3, 0, 0.25, 0.75, 0.75, 1.0]]),
 ])
 def test_cross_windows_count_the_reread_pixels_class(phase, want):
     # (pixel, tile) pairs (last tap, first tap, rows on, weight): read at taps 0 and 2, only at 1, only at 2;
-    # a pixel's taps share its class. Out: (d, dm, weight, window, reach), rows alike summed
+    # a pixel's taps share its class. Out: (d, dm, weight, window, reach, window in every set), rows alike
+    # summed
     cross = np.array([[2, 0, 5, 0.5], [1, 1, 0, 0.25], [2, 2, 0, 0.25]], np.float64)
     rows = _cross_windows(cross, 3, np.array(phase, np.int64))
     assert rows == pytest.approx(np.array(want, np.float64))
