@@ -32,7 +32,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "5df0c952e320a572"
+_JIT_DEPS_SHA256 = "378cc296764d00e2"
 
 
 @memo()
@@ -267,7 +267,7 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     ctas = cdiv(layer.gemm_m, kernel.tile_m) * cdiv(layer.k, kernel.tile_n)
     reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)
     # the sets one tap's pixels reach (`tap_phases`): the windows count the pixels of the re-read's class
-    nsa = tap_phases(layer, kernel.elem_bytes, sets, gpu.line_bytes)[2]
+    nphase, nsa = tap_phases(layer, kernel.elem_bytes, sets, gpu.line_bytes)[1:]
     # lines of a pixel's channel window in those sets, per class of channel blocks (`_window_lines`); a
     # window that straddles into a set the pixels do not reach is not counted there
     windows, classes, b_round, b_slice, intra_rows, cross_rows, win_tile, order = _reread_figures(
@@ -286,7 +286,7 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     a_sets = min(float(sets), nsa * math.ceil(float(windows_all[:, 0] @ windows_all[:, 1]) - 1e-9))
     cross, intra, by_class, by_dist = _reread_misses(
         intra_rows, cross_rows, windows, classes, residents, float(ways * nsa), b_round, b_slice, win_tile,
-        f.l1_hit_lo, f.l1_hit_hi, order, (float(ways), float(sets), a_sets))
+        f.l1_hit_lo, f.l1_hit_hi, order, (float(ways), float(sets), a_sets, float(nphase)))
     if windows.shape[0] < windows_all.shape[0]:   # one L1 class: each class of the L2's at its share
         by_class = by_class[0][None, :] * windows_all[:, 1:2]
         by_dist = by_dist[0][None, :, :] * windows_all[:, 1][:, None, None]

@@ -7,6 +7,7 @@ taps (`_window_pixels`), and the compiled sums of the miss chances over them (`_
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -323,6 +324,20 @@ def _cyclic_miss(window, reach, tile_px, scale, others, b_lines, tiles, d, dm, o
 
 
 @njit(cache=True)
+def _class_lines(w, nphase):
+    """(lines in its own class of sets, lines in each other class) of a pixel's window of ``w`` consecutive
+    lines (a mean over alignments: between floor and ceiling) where taps fall in ``nphase`` classes of sets:
+    line j of the window lies in the class j on (`tap_phases`: consecutive lines, consecutive sets)."""
+    if nphase <= 1.0 or w <= 1.0:
+        return w, 0.0
+    lo = math.floor(w)
+    hi = lo + 1.0
+    own_lo, own_hi = math.ceil(lo / nphase), math.ceil(hi / nphase)
+    own = own_lo + (w - lo) * (own_hi - own_lo)
+    return own, (w - own) / (nphase - 1.0)
+
+
+@njit(cache=True)
 def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b_scale, b_cap, win_tile, lo, hi,
                    order, l1):
     """(cross, intra): the miss chance of the next group's re-read of a pixel by a tile, and the summed
@@ -361,6 +376,7 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
         bs, bc = residents[k, 3] * b_scale, residents[k, 3] * b_cap
         for li in range(windows.shape[0]):
             scale = windows[li, 0] / denom
+            own, other = _class_lines(windows[li, 0], l1[3])
             others = residents[k, 1] - 1.0
             for ci in range(classes.shape[0]):
                 wt = residents[k, 2] * windows[li, 1] * classes[ci, 1]
@@ -368,9 +384,13 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
                 ratio = tile_px / px_mean if px_mean > 0.0 else 1.0
                 for r in range(intra_rows.shape[0]):
                     t1, d, dm = int(intra_rows[r, 0]), int(intra_rows[r, 1]), int(intra_rows[r, 2])
-                    miss = wt * intra_rows[r, 3] * _jittered_miss(win_tile[0, t1, d] * ratio,
-                                                                  win_tile[1, t1, d] * ratio, tile_px, scale,
-                                                                  others, min(bs * d, bc), d, dm, order, lo, hi)
+                    # a window of several lines puts its next ones in the next classes of sets: the taps of
+                    # other classes between count there (win_tile[2] - [0]), in pixels of this class's lines
+                    spill = other * max(0.0, win_tile[2, t1, d] - win_tile[0, t1, d]) * ratio
+                    miss = wt * intra_rows[r, 3] * _jittered_miss(
+                        (own * win_tile[0, t1, d] * ratio + spill) / windows[li, 0],
+                        (own * win_tile[1, t1, d] * ratio + spill) / windows[li, 0], tile_px, scale, others,
+                        min(bs * d, bc), d, dm, order, lo, hi)
                     intra += miss
                     by_class[li, 1] += miss
                     by_class[li, 2] += wt * intra_rows[r, 3]
@@ -379,8 +399,10 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
                     by_dist[li, dd, 1] += miss * min(win_tile[2, t1, d] * ratio, tile_px)
                 for r in range(cross_rows.shape[0]):
                     d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
+                    spill = other * max(0.0, cross_rows[r, 5] - cross_rows[r, 3]) * tile_px
                     miss = wt * cross_rows[r, 2] * _cyclic_miss(
-                        cross_rows[r, 3] * tile_px, cross_rows[r, 4] * tile_px, tile_px, scale, others,
+                        (own * cross_rows[r, 3] * tile_px + spill) / windows[li, 0],
+                        (own * cross_rows[r, 4] * tile_px + spill) / windows[li, 0], tile_px, scale, others,
                         min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0), residents[k, 3], d, dm, order,
                         l1[0], l1[2])
                     cross += miss
