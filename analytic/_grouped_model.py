@@ -32,7 +32,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "378cc296764d00e2"
+_JIT_DEPS_SHA256 = "ab86e807727db1f2"
 
 
 @memo()
@@ -270,7 +270,7 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     nphase, nsa = tap_phases(layer, kernel.elem_bytes, sets, gpu.line_bytes)[1:]
     # lines of a pixel's channel window in those sets, per class of channel blocks (`_window_lines`); a
     # window that straddles into a set the pixels do not reach is not counted there
-    windows, classes, b_round, b_slice, intra_rows, cross_rows, win_tile, order = _reread_figures(
+    windows, classes, b_round, b_slice, intra_rows, cross_rows, longest, win_tile, order = _reread_figures(
         layer, kernel, gpu.line_bytes, gpu.sector_bytes, sets)
     windows_all = windows
     windows = windows if reach == sets else _ONE_WINDOW
@@ -285,7 +285,7 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     # round's filter line lands in one of the two, `tests/test_grouped_cyclic.py`)
     a_sets = min(float(sets), nsa * math.ceil(float(windows_all[:, 0] @ windows_all[:, 1]) - 1e-9))
     cross, intra, by_class, by_dist = _reread_misses(
-        intra_rows, cross_rows, windows, classes, residents, float(ways * nsa), b_round, b_slice, win_tile,
+        intra_rows, cross_rows, longest, windows, classes, residents, float(ways * nsa), b_round, b_slice, win_tile,
         f.l1_hit_lo, f.l1_hit_hi, order, (float(ways), float(sets), a_sets, float(nphase)))
     if windows.shape[0] < windows_all.shape[0]:   # one L1 class: each class of the L2's at its share
         by_class = by_class[0][None, :] * windows_all[:, 1:2]
@@ -337,7 +337,8 @@ def _filter_blocks(layer, kernel, line, tiles) -> float:
 def _reread_figures(layer, kernel, line, sec, sets) -> tuple:
     """`reuse_misses`' figures that depend on neither the GPU's caches nor the factors, in one lookup:
     (window lines per class of channel blocks, tile classes, a round's and a group step's filter lines,
-    the re-read table's intra and cross rows, a tile's distinct pixels between taps, the issue order)."""
+    the re-read table's intra, cross and longest rows, a tile's distinct pixels between taps, the issue
+    order)."""
     return (_as_array(_window_lines, layer, kernel, line), _as_array(_tile_classes, layer, kernel, sec),
             *_b_lines(layer, kernel, line), *_reread_table(layer, kernel, sets, line),
             _window_pixels(layer, kernel, sec, sets, line),
@@ -348,7 +349,8 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
     """The L2 windows of the next group's re-reads (`_l2_rereads`): ((share of the re-reads, distinct
     input pixels of the busy tiles), ...). Busy CTAs: CTAs per SM x SMs, or the grid; consecutive CTAs
     share pixels (a dilated filter's tiles read nearly the whole image), so their pixels are at most the
-    busy tiles' share of the layer's distinct pixels plus a tile's halo, per CTA column. Under
+    busy tiles' share of the layer's distinct pixels plus a tile's halo, and at most the layer's, per CTA
+    column. Under
     kMultipleGroup a partial last column has fewer groups, so where the grid runs in one wave it
     finishes first and the other columns re-read their later groups beside one column less: two
     periods, each weighted by the group steps run in it (mobilenet_v2 features.7.conv.1.0, batch 32 on
@@ -362,7 +364,7 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
     per_column = min(busy, float(tiles_m))        # busy CTAs in block order: a column's tiles, the next's
 
     def window(columns):
-        return (min(per_column * tile_px, pixels * per_column / tiles_m + tile_px)
+        return (min(per_column * tile_px, pixels * per_column / tiles_m + tile_px, pixels)
                 * _group_windows(layer, kernel, columns))
 
     last = layer.k - (tiles_n - 1) * kernel.tile_n
@@ -381,17 +383,21 @@ def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
     order, so a re-read's L2 window runs back to the pixel's previous L1 miss and counts only the lines
     that missed the L1 since, per class of window lines (`_window_misses`):
 
-    * where the previous read missed the L1 too (chance m, the class's misses a read), the busy tiles'
-      pixels of the d taps between (`_window_pixels`' and `_cross_windows`' windows in every set; CTAs of
-      one tile_m share them, `_group_windows` columns of channels), those whose lines missed there;
-    * else a group step back: the busy tiles' pixels (`_busy_periods`) whose lines miss the L1 at some
-      read of it, min(1, M) of them (M the class's misses a pixel and group step; the walk repeats its
-      misses group after group, so where M <= 1 each missing pixel misses once).
+    * where the previous read missed the L1 too, the busy tiles' pixels of the d taps between
+      (`_window_pixels`' and `_cross_windows`' windows in every set; CTAs of one tile_m share them,
+      `_group_windows` columns of channels), those whose lines missed there;
+    * else a group step back (the walk repeats its misses group after group): the busy tiles' pixels
+      (`_busy_periods`) whose lines miss the L1 at some read of it, those whose longest re-read misses
+      (`_grouped_rereads._tile_rereads`' longest rows: a pixel whose longest gap fits the L1 never misses).
+      A missing pixel misses M / h of its n reads (M the class's misses a pixel and group step, h the share
+      that misses at all), so the read before a miss missed too with chance (M / h - 1) / (n - 1).
 
     Replayed (scratch `l2ws2`, `l2gap`: the L2 reads of every group step, and each same-CTA L2 re-read's
     distance to its previous L2 read): mobilenet_v2 features.14.conv.1.0 (3x3 stride 2, v100 batch 32)
     misses the L1 once a pixel and group step and its L2 re-reads are all 9 k-steps (one group step)
-    apart, 61,130 lines a straddling step (88 % L2 misses), 30,565 the others (2 %); held-out 9 #186 (3x3
+    apart, 61,130 lines a straddling step (88 % L2 misses), 30,565 the others (2 %); mobilenet_v2
+    features.7.conv.1.0 misses 1.35 times a pixel and group step, 97 % of its lines, and 66 % of its L2
+    re-reads are a group step apart (the model: 1.31, all, 70 %); held-out 9 #186 (3x3
     stride 2, every read an L1 miss) re-reads at the L2 1, 2, 3, 4, 6, 7 and 9 k-steps apart, missing 0, 2,
     2, 9, 29, 10 and 30 %: its tap distances. A class whose windows straddle a line thrashes the L1 where
     the others fit it, so its re-reads meet its own thrashing neighbours, not the layer's mean miss rate
@@ -451,11 +457,12 @@ def _window_miss(x, ways, cliff, tabs, i):
 @njit(cache=True)
 def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x, ways, cliff, tabs) -> tuple:
     """`_l2_rereads`' averages over the classes of window lines, the busy periods and the re-reads'
-    distances. Per class, M misses of n reads a pixel and group step, m = M / n a read: with chance m the
-    previous read missed too, and the window is the busy tiles' pixels of the d taps between (``by_dist``'
-    windows) whose lines missed there, 1 - (1 - m)^j of them (j reads a pixel: d / (R S) of a group step's
-    n reads of ``tap_px`` R S pixels, over the window's pixels), at most a group step's; else the group
-    step's pixels whose lines miss the L1, min(1, M) of them."""
+    distances. Per class, M misses of n reads a pixel and group step; the pixels that miss at all are those
+    whose longest re-read misses (``by_class[:, 3]``, a share h), each missing M / h of its n reads: with
+    chance q = (M / h - 1) / (n - 1) the read before missed too, and the window is the busy tiles' pixels of
+    the d taps between (``by_dist``' windows) whose lines missed there, 1 - (1 - q)^j of them (j reads a
+    pixel: d / (R S) of a group step's n reads of ``tap_px`` R S pixels, over the window's pixels), at most
+    a group step's; else the group step's pixels whose lines miss the L1, h of them."""
     cross = 0.0
     cross_w = 0.0
     intra = 0.0
@@ -467,9 +474,12 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
             continue
         big = (by_class[i, 0] + by_class[i, 1]) / w   # M
         n = by_class[i, 2] / w
-        m = min(1.0, big / n)
+        # the pixels whose lines miss the L1 at all: those whose longest re-read misses; each misses big / hit
+        # of its n reads, so the read before a miss missed too with chance (big / hit - 1) / (n - 1)
+        hit = min(1.0, by_class[i, 3] / w)
+        m = min(1.0, max(0.0, (big / hit - 1.0) / (n - 1.0))) if hit > 0.0 and n > 1.0 else 1.0
         for j in range(periods.shape[0]):
-            full = cross_x * periods[j, 1] * min(1.0, big)
+            full = cross_x * periods[j, 1] * hit
             tiles = step_x * periods[j, 1] / top
             for d in range(by_dist.shape[1]):
                 for k in range(2):

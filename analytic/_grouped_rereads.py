@@ -99,8 +99,9 @@ def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count
     """The re-reads of a pixel by one tile, over the classes of input rows and columns (their taps in
     order: t = r S + s ascending): rows (t, d, dm, weight) of the re-reads inside a group (at tap t, d
     k-steps and dm GEMM rows after the tile's previous read), rows (t_last, t_first, dm, weight) of the next
-    group's re-reads (the tile's last tap of the pixel, its first, which the next group re-reads it at), and
-    the number of (pixel, tile) pairs, per image.
+    group's re-reads (the tile's last tap of the pixel, its first, which the next group re-reads it at),
+    the number of (pixel, tile) pairs, per image, and each pair's longest re-read (kind: 0 inside the
+    group, 1 the next group's; t, d or t_last, t_first; dm; weight): where a pixel misses the L1 at all.
 
     A tile holds T_m consecutive GEMM rows, so it reads a pixel only at the taps whose output row falls
     in it: with the tile's first row u rows from the pixel's first reader (one tile every T_m rows, u
@@ -120,6 +121,7 @@ def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count
     cuts = np.empty(2 * nmax, np.int64)
     intra = np.empty((max(rows, 1), 4), np.float64)
     cross = np.empty((max(rows, 1), 4), np.float64)
+    longest = np.empty((max(rows, 1), 5), np.float64)
     ni = 0
     nc = 0
     pairs = 0.0
@@ -142,6 +144,7 @@ def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count
                 share = span / tm * h_count[a] * w_count[b]
                 first = -1
                 last = -1
+                gap = -1                                # the pair's longest re-read inside the group
                 for q in range(n):                      # taps in order; those in [u, u + T_m)
                     if u <= off[q] < u + tm:
                         if first < 0:
@@ -151,6 +154,12 @@ def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count
                             intra[ni, 1] = tap[q] - tap[last]
                             intra[ni, 2] = off[q] - off[last]
                             intra[ni, 3] = share
+                            if intra[ni, 1] > gap:
+                                gap = intra[ni, 1]
+                                longest[nc, 0] = 0.0
+                                longest[nc, 1] = intra[ni, 0]
+                                longest[nc, 2] = intra[ni, 1]
+                                longest[nc, 3] = intra[ni, 2]
                             ni += 1
                         last = q
                 if first < 0:
@@ -160,8 +169,14 @@ def _tile_rereads(h_tap, h_off, h_start, h_count, w_tap, w_off, w_start, w_count
                 cross[nc, 1] = tap[first]
                 cross[nc, 2] = off[first] - off[last]
                 cross[nc, 3] = share
+                if rs - tap[last] + tap[first] >= gap:  # the next group's re-read is the longest
+                    longest[nc, 0] = 1.0
+                    longest[nc, 1] = tap[last]
+                    longest[nc, 2] = tap[first]
+                    longest[nc, 3] = cross[nc, 2]
+                longest[nc, 4] = share
                 nc += 1
-    return intra[:ni], cross[:nc], pairs
+    return intra[:ni], cross[:nc], pairs, longest[:nc]
 
 
 @njit(cache=True)
@@ -226,15 +241,44 @@ def _reread_table(layer, kernel, sets, line) -> tuple:
     h = _axis_arrays(layer.p, layer.h, sh, ph, dh, layer.r)
     w = _axis_arrays(layer.q, layer.w, sw, pw, dw, layer.s)
     rs = layer.r * layer.s
-    intra, cross, pairs = _tile_rereads(*h, *w, layer.s, layer.q, min(kernel.tile_m, layer.gemm_m), rs)
-    intra, cross = _merged(intra, 3), _merged(cross, 3)
+    intra, cross, pairs, longest = _tile_rereads(*h, *w, layer.s, layer.q, min(kernel.tile_m, layer.gemm_m), rs)
+    intra, cross, longest = _merged(intra, 3), _merged(cross, 3), _merged(longest, 4)
     if pairs:
         intra[:, 3] /= pairs
         cross[:, 3] /= pairs
-    cross = _cross_windows(cross, rs, tap_phases(layer, kernel.elem_bytes, sets, line)[0])
+        longest[:, 4] /= pairs
+    phase = tap_phases(layer, kernel.elem_bytes, sets, line)[0]
+    longest = _longest_rows(longest, cross, rs, phase)
+    cross = _cross_windows(cross, rs, phase)
     intra.setflags(write=False)
     cross.setflags(write=False)
-    return intra, cross
+    longest.setflags(write=False)
+    return intra, cross, longest
+
+
+def _longest_rows(longest, cross, rs, phase) -> np.ndarray:
+    """Each (pixel, tile) pair's longest re-read (`_tile_rereads`' fourth table, rows (kind, t or t_last, d or
+    t_first, dm, weight)) as (kind, t, d, dm, weight, window, reach, window in every set): a next group's
+    re-read (kind 1) with `_cross_windows`' shares from the cross rows' (last, first) distribution, d = R S -
+    t_last + t_first; one inside the group (kind 0) with t and d."""
+    out = np.zeros((longest.shape[0], 8), np.float64)
+    out[:, :5] = longest
+    rows = longest[:, 0] == 1.0
+    if not rows.any():
+        return out
+    last, first = longest[rows, 1].astype(np.int64), longest[rows, 2].astype(np.int64)
+    c_last, c_first = cross[:, 0].astype(np.int64), cross[:, 1].astype(np.int64)
+    out[rows, 2] = rs - last + first
+    out[rows, 1] = last
+    window = np.zeros(last.shape[0])
+    reach = np.zeros(last.shape[0])
+    for c in np.unique(phase[last]):
+        mine = phase[last] == c
+        window[mine], reach[mine] = _between(c_last, c_first, cross[:, 3], phase[c_last] == c, rs,
+                                             last[mine], first[mine])
+    out[rows, 5], out[rows, 6] = window, reach
+    out[rows, 7] = _between(c_last, c_first, cross[:, 3], np.ones(c_last.shape[0], np.bool_), rs, last, first)[0]
+    return out
 
 
 def _cross_windows(cross, rs, phase) -> np.ndarray:
@@ -267,17 +311,18 @@ def _cross_windows(cross, rs, phase) -> np.ndarray:
     return merged
 
 
-def _between(last, first, weight, rows, rs) -> tuple:
+def _between(last, first, weight, rows, rs, q_last=None, q_first=None) -> tuple:
     """`_cross_windows`' (window, reach) shares for the rows ``rows`` (one class of sets), from those rows'
-    (last, first) tap distribution."""
+    (last, first) tap distribution; at (``q_last``, ``q_first``) where given, else at the rows' own."""
     joint = np.zeros((rs + 1, rs + 1), np.float64)    # [last, first], padded with a zero row and column
     np.add.at(joint, (last[rows], first[rows]), weight[rows])
     # below[l, f]: the weight of the class's pixels whose last tap < l and first tap >= f
     below = np.zeros((rs + 1, rs + 2), np.float64)
     below[1:, :rs + 1] = np.cumsum(np.cumsum(joint[:rs, ::-1], axis=1)[:, ::-1], axis=0)
     share = joint.sum()
-    return (np.clip(share - below[last[rows], first[rows]], 0.0, 1.0),
-            np.clip(share - below[last[rows], first[rows] + 1], 0.0, 1.0))
+    if q_last is None:
+        q_last, q_first = last[rows], first[rows]
+    return (np.clip(share - below[q_last, q_first], 0.0, 1.0), np.clip(share - below[q_last, q_first + 1], 0.0, 1.0))
 
 
 @njit(cache=True)
@@ -338,8 +383,8 @@ def _class_lines(w, nphase):
 
 
 @njit(cache=True)
-def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b_scale, b_cap, win_tile, lo, hi,
-                   order, l1):
+def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents, denom, b_scale, b_cap, win_tile,
+                   lo, hi, order, l1):
     """(cross, intra): the miss chance of the next group's re-read of a pixel by a tile, and the summed
     miss chances of its re-reads inside a group (`_reread_table`'s rows), over the channel-block windows
     and tile classes. The filter lines of the rounds between (``b_scale`` a round) are at most the
@@ -360,9 +405,10 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
     intra = 0.0
     # the L2 side's figures (`_grouped_model._l2_rereads`), per class of window lines li: [li, 0] the next
     # group's miss chances, [li, 1] those inside a group, [li, 2] the re-reads (each weighed like its miss
-    # chance); per distance d: [li, d, 0] the miss chances inside a group, [li, d, 1] the same times the tile's
-    # pixels between in every set (win_tile[2]), [li, d, 2:4] the same for the next group's
-    by_class = np.zeros((windows.shape[0], 3))
+    # chance), [li, 3] the pairs whose longest re-read misses (those whose lines miss the L1 at all); per
+    # distance d: [li, d, 0] the miss chances inside a group, [li, d, 1] the same times the tile's pixels
+    # between in every set (win_tile[2]), [li, d, 2:4] the same for the next group's
+    by_class = np.zeros((windows.shape[0], 4))
     by_dist = np.zeros((windows.shape[0], win_tile.shape[2] + 1, 4))
     # a tile's windows inside a group (``win_tile``, per T_m rows of the layer) scale with its class's pixels
     px_mean = 0.0
@@ -410,6 +456,21 @@ def _reread_misses(intra_rows, cross_rows, windows, classes, residents, denom, b
                     by_class[li, 2] += wt * cross_rows[r, 2]
                     by_dist[li, d, 2] += miss
                     by_dist[li, d, 3] += miss * cross_rows[r, 5] * tile_px
+                for r in range(longest.shape[0]):     # where the pair's lines miss the L1 at all
+                    d, dm = int(longest[r, 2]), int(longest[r, 3])
+                    if longest[r, 0] == 0.0:
+                        t1 = int(longest[r, 1])
+                        spill = other * max(0.0, win_tile[2, t1, d] - win_tile[0, t1, d]) * ratio
+                        p = _jittered_miss((own * win_tile[0, t1, d] * ratio + spill) / windows[li, 0],
+                                           (own * win_tile[1, t1, d] * ratio + spill) / windows[li, 0], tile_px,
+                                           scale, others, min(bs * d, bc), d, dm, order, lo, hi)
+                    else:
+                        spill = other * max(0.0, longest[r, 7] - longest[r, 5]) * tile_px
+                        p = _cyclic_miss((own * longest[r, 5] * tile_px + spill) / windows[li, 0],
+                                         (own * longest[r, 6] * tile_px + spill) / windows[li, 0], tile_px, scale,
+                                         others, min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0),
+                                         residents[k, 3], d, dm, order, l1[0], l1[2])
+                    by_class[li, 3] += wt * longest[r, 4] * p
     return cross, intra, by_class, by_dist
 
 

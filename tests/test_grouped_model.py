@@ -115,6 +115,7 @@ def _every_read(layer, kernel, gpu, f, miss):
             assert had > 0.0
             by_dist[li, :, 2 * k:2 * k + 2] *= miss * reads / had
             by_class[li, 1 - k] = miss * reads
+        by_class[li, 3] = miss * w                            # every pair's longest re-read, or none
     return by_class, by_dist
 
 
@@ -140,9 +141,9 @@ def test_cross_group_rereads_miss_the_l2_only_when_the_busy_tiles_exceed_it():
 
 def test_an_l2_reread_reaches_back_to_the_pixels_previous_l1_miss():
     # a re-read d taps on whose previous read missed the L1 too sees the busy tiles' pixels of those d taps
-    # at the L2; one whose earlier reads hit sees a group step's: one class of 1-line windows, a group step
-    # of N = 4,000 pixels, a re-read 1 tap on over 100 pixels of one tile (step_x: the busy tiles / cap), on a
-    # contiguous cliff (NaN table) of an L2 of 1,000 lines (cross_x = 1 / cap)
+    # at the L2; one whose earlier reads hit sees a group step's pixels that miss at all: one class of 1-line
+    # windows, a group step of N = 4,000 pixels, a next group's re-read 1 tap on over 100 pixels of one tile
+    # (step_x: the busy tiles / cap), on a contiguous cliff (NaN table) of an L2 of 1,000 lines
     from analytic._grouped_model import _window_misses
     from analytic._l2 import l2_miss_prob
     windows = np.array([[1.0, 1.0]])
@@ -151,22 +152,29 @@ def test_an_l2_reread_reaches_back_to_the_pixels_previous_l1_miss():
     cliff = (0.3, 0.0)
     by_dist = np.zeros((1, 10, 4))
 
-    def misses(cross_miss, reads, tiles):
-        by_class = np.array([[cross_miss, 0.0, reads]])
-        by_dist[0, 1] = (0.0, 0.0, cross_miss, cross_miss * 100.0)   # next group's re-read, 1 tap on
+    def misses(big, reads, hit, tiles):
+        by_class = np.array([[big, 0.0, reads, hit]])               # M, n, h a pixel and group step
+        by_dist[0, 1] = (0.0, 0.0, big, big * 100.0)
         return _window_misses(windows, periods, by_class, by_dist, 100.0 / 9, tiles / 1000.0, 1.0 / 1000.0,
                               16.0, cliff, tabs)[0]
 
-    # every read missed (m = 1): 4 busy tiles' 100 pixels of that tap (0.4 of the L2) hit, 40 tiles' miss
-    assert misses(1.0, 1.0, 4.0) < 0.01
-    assert misses(1.0, 1.0, 40.0) > 0.99
-    # one miss in 10 reads (m = 0.1): 90 % reach back a group step, to the 4,000 pixels x 1 (M = 1) missing
-    got = misses(1.0, 10.0, 4.0)
-    near = 1.0 - 0.9 ** (1 * 100.0 / 9 * 10.0 / 100.0)
-    assert got == pytest.approx(0.1 * l2_miss_prob(0.4 * near, 16.0, cliff) + 0.9 * l2_miss_prob(4.0, 16.0, cliff))
-    assert got > 0.85
-    # half the pixels miss once a group step (M = 0.5): a group step holds 2,000 missing lines, still 2 L2s
-    assert misses(0.5, 10.0, 4.0) > 0.85
+    def p(x):
+        return l2_miss_prob(x, 16.0, cliff)
+
+    # every read missed (M = n = h = 1): 4 busy tiles' 100 pixels of that tap (0.4 of the L2) hit, 40 tiles' miss
+    assert misses(1.0, 1.0, 1.0, 4.0) < 0.01
+    assert misses(1.0, 1.0, 1.0, 40.0) > 0.99
+    # every pixel misses once in 10 reads (M = h = 1): the read before always hit, the window is a group step's
+    # 4,000 missing pixels, 4 L2s
+    assert misses(1.0, 10.0, 1.0, 4.0) == pytest.approx(p(4.0))
+    # the same misses on a tenth of the pixels (h = 0.1), at every read: the read before missed too, the
+    # window is the tap's 100 pixels x 4 tiles, and they hit
+    assert misses(1.0, 10.0, 0.1, 4.0) < 0.01
+    # twice a pixel (M = 2, h = 1): the read before missed with chance 1 / 9, its window's pixels missed there
+    # 1 - (8 / 9)^j, j = 1 tap x 100 / 9 pixels x 10 reads / 100 pixels
+    q = 1.0 / 9.0
+    near = 1.0 - (1.0 - q) ** (100.0 / 9.0 * 10.0 / 100.0)
+    assert misses(2.0, 10.0, 1.0, 4.0) == pytest.approx(q * p(0.4 * near) + (1.0 - q) * p(4.0))
 
 
 
@@ -181,7 +189,8 @@ def test_a_partial_last_column_leaves_the_l2_window_early():
     (share2, both), (share1, one) = _busy_periods(layer, kernel, gpu, _machine(gpu, kernel))
     assert (share2, share1) == (128 / 192, 64 / 192)
     tile_px, pixels = _tile_pixels(layer, kernel, 32)[1], _layer_pixels(layer, 32)
-    assert one == min(49 * tile_px, pixels + tile_px) and both == 2 * one
+    # every tile of a column busy: its distinct pixels are the layer's (32 x 28 x 28), not one tile's halo more
+    assert pixels == 32 * 28 * 28 and one == pixels and both == 2 * one
     # full columns (K a multiple of T_n), or more CTAs than a wave: one window
     dense_k = dataclasses.replace(layer, c=256, k=256, groups=256)
     assert len(_busy_periods(dense_k, kernel, gpu, _machine(gpu, kernel))) == 1

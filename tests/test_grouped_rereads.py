@@ -34,6 +34,7 @@ def test_tile_rereads_follow_every_tile_position(h, w, r, s, sh, sw, dil, pad, t
     if P < 1 or Q < 1:
         return
     want_intra, want_cross, want_pairs = defaultdict(float), defaultdict(float), 0.0
+    want_longest = defaultdict(float)
     for y in range(h):
         for x in range(w):
             reads = [(i * s + j, ((y + pad - i * dil) // sh) * Q + (x + pad - j * dil) // sw)
@@ -52,8 +53,20 @@ def test_tile_rereads_follow_every_tile_position(h, w, r, s, sh, sw, dil, pad, t
                     want_intra[(t1, t1 - t0, m1 - m0)] += 1 / tm
                 (t0, m0), (t1, m1) = inside[-1], inside[0]
                 want_cross[(t0, t1, m1 - m0)] += 1 / tm        # (last tap, first tap, rows on)
-    intra, cross, pairs = _tile_rereads(*_axis_arrays(P, h, sh, pad, dil, r), *_axis_arrays(Q, w, sw, pad, dil, s),
-                                        s, Q, tm, r * s)
+                # the pair's longest re-read: the next group's where no re-read inside is longer, else the
+                # first of the longest inside
+                gaps = [(t1_ - t0_, t1_, m1_ - m0_) for (t0_, m0_), (t1_, m1_) in zip(inside, inside[1:])]
+                if not gaps or r * s - t0 + t1 >= max(g[0] for g in gaps):
+                    want_longest[(1, t0, t1, m1 - m0)] += 1 / tm
+                else:
+                    d, t, dm = next(g for g in gaps if g[0] == max(x[0] for x in gaps))
+                    want_longest[(0, t, d, dm)] += 1 / tm
+    intra, cross, pairs, longest = _tile_rereads(*_axis_arrays(P, h, sh, pad, dil, r),
+                                                 *_axis_arrays(Q, w, sw, pad, dil, s), s, Q, tm, r * s)
+    got_longest = {tuple(int(v) for v in row[:4]): row[4] for row in _merged(longest, 4)}
+    assert got_longest.keys() == {k for k, v in want_longest.items() if v > 0}
+    for key, value in want_longest.items():
+        assert got_longest[key] == pytest.approx(value)
     assert pairs == pytest.approx(want_pairs)
     got_intra = {tuple(int(v) for v in row[:3]): row[3] for row in _merged(intra, 3)}
     merged = _merged(cross, 3)
