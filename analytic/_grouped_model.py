@@ -32,7 +32,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "ab86e807727db1f2"
+_JIT_DEPS_SHA256 = "1a7c8bc0d26de630"
 
 
 @memo()
@@ -175,19 +175,18 @@ def _floor_ceil(x) -> tuple:
 
 @memo()
 def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
-    """Co-resident CTAs (this one included, ``resident`` in all) whose window lines fall in this CTA's
-    class of L1 sets, where the pixels reach only 1 / nclass of the sets: a pixel pitch a whole number of
-    set strides puts a group step's lines in the sets its channel block's place in the pixel picks. Slot s
-    of an SM holds the CTA sms s blocks after slot 0's: its column's first group dg groups of C_g on (taken
-    from the grid's blocks, `_slot_groups`; past the grid's end, dcol = s sms / tiles_m columns and dcol T_n /
-    K_g groups on, floor or ceiling weighted by the remainder), so its lines dq or dq + 1 lines on (a block's first byte spread
+    """Co-resident CTAs (this one included, ``resident`` in all) whose window lines fall in this CTA's class of
+    L1 sets, where the pixels reach only 1 / nclass of the sets: a pixel pitch a whole number of set strides
+    puts a group step's lines in the sets its channel block's place in the pixel picks. Slot s of an SM holds
+    the CTA sms s blocks after slot 0's: its column's first group dg groups of C_g on (taken from the grid's
+    blocks, `_slot_groups`; past the grid's end, dcol = s sms / tiles_m columns and dcol T_n / K_g groups on,
+    floor or ceiling weighted by the remainder), so its lines dq or dq + 1 lines on (a block's first byte spread
     evenly over the line), the same class when that is a multiple of nclass. Seed 1 #34 (64 groups of 6
-    channels, 1,536-byte pixels in one set of 4, 7 CTAs an SM, the 6 others of other columns) counted all
-    7 in its set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py). A
-    swizzle steps consecutive blocks along a band of 2^swz columns first: the columns between the two slots'
-    blocks are taken from the grid (`_schedule.tile_of`, up to 64 blocks sampled); held-out seed 9 #123
-    (swizzle 3: slots 5 columns apart, 2.5 lines, another set) counted the other slot in its set half the time
-    (A L1 misses +163 %)."""
+    channels, 1,536-byte pixels in one set of 4, 7 CTAs an SM, the 6 others of other columns) counted all 7 in
+    its set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py). A swizzle
+    steps consecutive blocks along a band of 2^swz columns first: the columns between the two slots' blocks are
+    taken from the grid (`_schedule.tile_of`, up to 64 blocks sampled); held-out seed 9 #123 (swizzle 3: slots 5
+    columns apart, 2.5 lines, another set) counted the other slot in its set half the time (A L1 misses +163 %)."""
     if nclass <= 1:
         return resident
     tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
@@ -247,22 +246,23 @@ def _as_array(table, layer, kernel, unit) -> np.ndarray:
 
 
 def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
-    """(miss chance of a tile's re-read of a pixel by the next group, summed miss chances of its re-reads
-    inside a group), per (pixel, tile) pair, and the same per class of window lines and per distance
-    (`_grouped_rereads._reread_misses`' ``by_class`` and ``by_dist``, in `_window_lines`' classes: where one
-    L1 class stands for them all, each at its share) for the L2 side, `_l2_rereads`. A tile reads a pixel at the taps whose output row falls in
-    it (`_reread_table`); between two reads, d k-steps apart by rows dm GEMM rows apart, each co-resident
-    CTA (per class of SMs by the CTAs present over a CTA's group steps, `_present_classes`; where the pixels
-    reach some of the sets, those in this CTA's class of sets: `_same_class_residents`) reads its tile's
-    distinct pixels of those k-steps in the re-read's class of sets (`tap_phases`): inside a group,
-    `_window_pixels` scaled to the tile's class (`_tile_pixels`); for the next group's re-read, which wraps
-    around the sweep, the tile's pixels but those read only at the taps between its first and last read
-    (`_cross_windows`). They are stretched or shrunk by where the two rows sit in the k-step's issue order
-    (`_jittered_miss`), into the L1 sets that one tap's pixels reach, with the filter lines of the rounds
-    between (`_b_lines_round`, at most the group's slice; the SM's columns' slices one block where they share
-    a line, `_filter_blocks`): x = CTAs x lines / (ways x those sets), per class of channel-block windows
-    (`_window_lines`). Inside a group against the dense engine's L1 ramp (``l1_hit_lo`` / ``l1_hit_hi``);
-    the next group's re-read replays the same walk, a step at the ways (`_grouped_rereads._cyclic_miss`)."""
+    """(miss chance of a tile's re-read of a pixel by the next group, summed miss chances of its re-reads inside
+    a group), per (pixel, tile) pair, and the same per class of window lines and per distance
+    (`_grouped_rereads._reread_misses`' ``by_class`` and ``by_dist``, in `_window_lines`' classes: where one L1
+    class stands for them all, each at its share) for the L2 side, `_l2_rereads`. A tile reads a pixel at the
+    taps whose output row falls in it (`_reread_table`); between two reads, d k-steps apart by rows dm GEMM rows
+    apart, each co-resident CTA (per class of SMs by the CTAs present over a CTA's group steps,
+    `_present_classes`; where the pixels reach some of the sets, those in this CTA's class of sets:
+    `_same_class_residents`) reads its tile's distinct pixels of those k-steps in the re-read's class of sets
+    (`tap_phases`): inside a group, `_window_pixels` scaled to the tile's class (`_tile_pixels`); for the next
+    group's re-read, which wraps around the sweep, the tile's pixels but those read only at the taps between its
+    first and last read (`_cross_windows`). They are stretched or shrunk by where the two rows sit in the
+    k-step's issue order (`_jittered_miss`), into the L1 sets that one tap's pixels reach, with the filter lines
+    of the rounds between (`_b_lines_round`, at most the group's slice; the SM's columns' slices one block where
+    they share a line, `_filter_blocks`): x = CTAs x lines / (ways x those sets), per class of channel-block
+    windows (`_window_lines`). Inside a group against the dense engine's L1 ramp (``l1_hit_lo`` /
+    ``l1_hit_hi``); the next group's re-read replays the same walk, a step at the ways
+    (`_grouped_rereads._cyclic_miss`)."""
     cps, ways, sets = machine
     ctas = cdiv(layer.gemm_m, kernel.tile_m) * cdiv(layer.k, kernel.tile_n)
     reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)

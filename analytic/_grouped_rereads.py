@@ -286,10 +286,9 @@ def _cross_windows(cross, rs, phase) -> np.ndarray:
     lie between in the re-read pixel's class of sets (``phase`` of each tap: a pixel's taps share it):
     (d, dm, weight, window, reach, window in every set: the L2's), d = R S - t_last + t_first k-steps. The
     re-read's window, taps t_last .. R S - 1 of this group and 0 .. t_first - 1 of the next, holds every pixel
-    of the tile in that
-    class but those that the tile reads only at taps in [t_first, t_last) (first tap >= t_first, last <
-    t_last); ``reach`` (t_first too) every one but those first read after it. The pixels' (first, last) taps
-    are the rows' own distribution. d T_m rows were assumed before, at most the tile's pixels:
+    of the tile in that class but those that the tile reads only at taps in [t_first, t_last) (first tap >=
+    t_first, last < t_last); ``reach`` (t_first too) every one but those first read after it. The pixels'
+    (first, last) taps are the rows' own distribution. d T_m rows were assumed before, at most the tile's pixels:
     resnext50_32x4d ``layer1.0.conv2`` (3x3, 128-row tiles of 56-wide images) re-reads a pixel last read at
     tap 5 four k-steps on, after some 200 of the tile's 241 pixels (replayed: 86 % of these re-reads hit
     with two CTAs on 448 ways; the whole tile said all missed)."""
@@ -383,6 +382,28 @@ def _class_lines(w, nphase):
 
 
 @njit(cache=True)
+def _intra_miss(win_tile, t1, d, dm, ratio, own, other, wl, tile_px, scale, others, b_lines, order, lo, hi):
+    """`_jittered_miss` of a re-read inside a group at tap t1, d taps on: a window of ``wl`` lines puts its
+    next ones in the next classes of sets (`_class_lines`: ``own`` lines in its class, ``other`` in each
+    other), so the taps of other classes between count there (win_tile[2] - [0]), in pixels of this class's
+    ``wl`` lines."""
+    spill = other * max(0.0, win_tile[2, t1, d] - win_tile[0, t1, d]) * ratio
+    return _jittered_miss((own * win_tile[0, t1, d] * ratio + spill) / wl,
+                          (own * win_tile[1, t1, d] * ratio + spill) / wl, tile_px, scale, others, b_lines, d, dm,
+                          order, lo, hi)
+
+
+@njit(cache=True)
+def _next_group_miss(window, reach, window_all, own, other, wl, tile_px, scale, others, b_lines, tiles, d, dm, order,
+                     l1):
+    """`_cyclic_miss` of the next group's re-read (`_cross_windows`' shares of the tile's pixels), the other
+    classes' pixels counted as in `_intra_miss`."""
+    spill = other * max(0.0, window_all - window) * tile_px
+    return _cyclic_miss((own * window * tile_px + spill) / wl, (own * reach * tile_px + spill) / wl, tile_px, scale,
+                        others, b_lines, tiles, d, dm, order, l1[0], l1[2])
+
+
+@njit(cache=True)
 def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents, denom, b_scale, b_cap, win_tile,
                    lo, hi, order, l1):
     """(cross, intra): the miss chance of the next group's re-read of a pixel by a tile, and the summed
@@ -428,15 +449,11 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
                 wt = residents[k, 2] * windows[li, 1] * classes[ci, 1]
                 tile_px = classes[ci, 0]
                 ratio = tile_px / px_mean if px_mean > 0.0 else 1.0
+                wl = windows[li, 0]
                 for r in range(intra_rows.shape[0]):
                     t1, d, dm = int(intra_rows[r, 0]), int(intra_rows[r, 1]), int(intra_rows[r, 2])
-                    # a window of several lines puts its next ones in the next classes of sets: the taps of
-                    # other classes between count there (win_tile[2] - [0]), in pixels of this class's lines
-                    spill = other * max(0.0, win_tile[2, t1, d] - win_tile[0, t1, d]) * ratio
-                    miss = wt * intra_rows[r, 3] * _jittered_miss(
-                        (own * win_tile[0, t1, d] * ratio + spill) / windows[li, 0],
-                        (own * win_tile[1, t1, d] * ratio + spill) / windows[li, 0], tile_px, scale, others,
-                        min(bs * d, bc), d, dm, order, lo, hi)
+                    miss = wt * intra_rows[r, 3] * _intra_miss(win_tile, t1, d, dm, ratio, own, other, wl, tile_px,
+                                                               scale, others, min(bs * d, bc), order, lo, hi)
                     intra += miss
                     by_class[li, 1] += miss
                     by_class[li, 2] += wt * intra_rows[r, 3]
@@ -445,12 +462,9 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
                     by_dist[li, dd, 1] += miss * min(win_tile[2, t1, d] * ratio, tile_px)
                 for r in range(cross_rows.shape[0]):
                     d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
-                    spill = other * max(0.0, cross_rows[r, 5] - cross_rows[r, 3]) * tile_px
-                    miss = wt * cross_rows[r, 2] * _cyclic_miss(
-                        (own * cross_rows[r, 3] * tile_px + spill) / windows[li, 0],
-                        (own * cross_rows[r, 4] * tile_px + spill) / windows[li, 0], tile_px, scale, others,
-                        min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0), residents[k, 3], d, dm, order,
-                        l1[0], l1[2])
+                    miss = wt * cross_rows[r, 2] * _next_group_miss(
+                        cross_rows[r, 3], cross_rows[r, 4], cross_rows[r, 5], own, other, wl, tile_px, scale, others,
+                        min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0), residents[k, 3], d, dm, order, l1)
                     cross += miss
                     by_class[li, 0] += miss
                     by_class[li, 2] += wt * cross_rows[r, 2]
@@ -459,17 +473,12 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
                 for r in range(longest.shape[0]):     # where the pair's lines miss the L1 at all
                     d, dm = int(longest[r, 2]), int(longest[r, 3])
                     if longest[r, 0] == 0.0:
-                        t1 = int(longest[r, 1])
-                        spill = other * max(0.0, win_tile[2, t1, d] - win_tile[0, t1, d]) * ratio
-                        p = _jittered_miss((own * win_tile[0, t1, d] * ratio + spill) / windows[li, 0],
-                                           (own * win_tile[1, t1, d] * ratio + spill) / windows[li, 0], tile_px,
-                                           scale, others, min(bs * d, bc), d, dm, order, lo, hi)
+                        p = _intra_miss(win_tile, int(longest[r, 1]), d, dm, ratio, own, other, wl, tile_px, scale,
+                                        others, min(bs * d, bc), order, lo, hi)
                     else:
-                        spill = other * max(0.0, longest[r, 7] - longest[r, 5]) * tile_px
-                        p = _cyclic_miss((own * longest[r, 5] * tile_px + spill) / windows[li, 0],
-                                         (own * longest[r, 6] * tile_px + spill) / windows[li, 0], tile_px, scale,
-                                         others, min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0),
-                                         residents[k, 3], d, dm, order, l1[0], l1[2])
+                        p = _next_group_miss(longest[r, 5], longest[r, 6], longest[r, 7], own, other, wl, tile_px,
+                                             scale, others, min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0),
+                                             residents[k, 3], d, dm, order, l1)
                     by_class[li, 3] += wt * longest[r, 4] * p
     return cross, intra, by_class, by_dist
 
