@@ -250,18 +250,29 @@ def _reread_table(layer, kernel, sets, line) -> tuple:
     phase = tap_phases(layer, kernel.elem_bytes, sets, line)[0]
     longest = _longest_rows(longest, cross, rs, phase)
     cross = _cross_windows(cross, rs, phase)
+    longest[:, 8] = [_row_of(row, intra, cross) for row in longest]
     intra.setflags(write=False)
     cross.setflags(write=False)
     longest.setflags(write=False)
     return intra, cross, longest
 
 
+def _row_of(row, intra, cross) -> int:
+    """The index of the intra row (kind 0: t, d, dm) or merged cross row (kind 1: d, dm, window, reach, window
+    in every set) that a longest row is (its miss chance is that row's)."""
+    if row[0] == 0.0:
+        gap = np.abs(intra[:, :3] - row[1:4]).sum(axis=1)
+    else:
+        gap = np.abs(cross[:, [0, 1, 3, 4, 5]] - row[[2, 3, 5, 6, 7]]).sum(axis=1)
+    return int(np.argmin(gap))                    # the row itself (0 apart; rows are merged on these keys)
+
+
 def _longest_rows(longest, cross, rs, phase) -> np.ndarray:
     """Each (pixel, tile) pair's longest re-read (`_tile_rereads`' fourth table, rows (kind, t or t_last, d or
-    t_first, dm, weight)) as (kind, t, d, dm, weight, window, reach, window in every set): a next group's
-    re-read (kind 1) with `_cross_windows`' shares from the cross rows' (last, first) distribution, d = R S -
-    t_last + t_first; one inside the group (kind 0) with t and d."""
-    out = np.zeros((longest.shape[0], 8), np.float64)
+    t_first, dm, weight)) as (kind, t, d, dm, weight, window, reach, window in every set, the row it is,
+    `_row_of`): a next group's re-read (kind 1) with `_cross_windows`' shares from the cross rows' (last,
+    first) distribution, d = R S - t_last + t_first; one inside the group (kind 0) with t and d."""
+    out = np.zeros((longest.shape[0], 9), np.float64)
     out[:, :5] = longest
     rows = longest[:, 0] == 1.0
     if not rows.any():
@@ -431,6 +442,8 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
     # between in every set (win_tile[2]), [li, d, 2:4] the same for the next group's
     by_class = np.zeros((windows.shape[0], 4))
     by_dist = np.zeros((windows.shape[0], win_tile.shape[2] + 1, 4))
+    p_intra = np.zeros(intra_rows.shape[0])       # the rows' miss chances, for the pairs' longest rows
+    p_cross = np.zeros(cross_rows.shape[0])
     # a tile's windows inside a group (``win_tile``, per T_m rows of the layer) scale with its class's pixels
     px_mean = 0.0
     px_w = 0.0
@@ -452,8 +465,9 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
                 wl = windows[li, 0]
                 for r in range(intra_rows.shape[0]):
                     t1, d, dm = int(intra_rows[r, 0]), int(intra_rows[r, 1]), int(intra_rows[r, 2])
-                    miss = wt * intra_rows[r, 3] * _intra_miss(win_tile, t1, d, dm, ratio, own, other, wl, tile_px,
-                                                               scale, others, min(bs * d, bc), order, lo, hi)
+                    p_intra[r] = _intra_miss(win_tile, t1, d, dm, ratio, own, other, wl, tile_px, scale, others,
+                                             min(bs * d, bc), order, lo, hi)
+                    miss = wt * intra_rows[r, 3] * p_intra[r]
                     intra += miss
                     by_class[li, 1] += miss
                     by_class[li, 2] += wt * intra_rows[r, 3]
@@ -462,23 +476,17 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
                     by_dist[li, dd, 1] += miss * min(win_tile[2, t1, d] * ratio, tile_px)
                 for r in range(cross_rows.shape[0]):
                     d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
-                    miss = wt * cross_rows[r, 2] * _next_group_miss(
+                    p_cross[r] = _next_group_miss(
                         cross_rows[r, 3], cross_rows[r, 4], cross_rows[r, 5], own, other, wl, tile_px, scale, others,
                         min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0), residents[k, 3], d, dm, order, l1)
+                    miss = wt * cross_rows[r, 2] * p_cross[r]
                     cross += miss
                     by_class[li, 0] += miss
                     by_class[li, 2] += wt * cross_rows[r, 2]
                     by_dist[li, d, 2] += miss
                     by_dist[li, d, 3] += miss * cross_rows[r, 5] * tile_px
-                for r in range(longest.shape[0]):     # where the pair's lines miss the L1 at all
-                    d, dm = int(longest[r, 2]), int(longest[r, 3])
-                    if longest[r, 0] == 0.0:
-                        p = _intra_miss(win_tile, int(longest[r, 1]), d, dm, ratio, own, other, wl, tile_px, scale,
-                                        others, min(bs * d, bc), order, lo, hi)
-                    else:
-                        p = _next_group_miss(longest[r, 5], longest[r, 6], longest[r, 7], own, other, wl, tile_px,
-                                             scale, others, min(b_scale * d * lines, 2.0 * b_cap * lines - 1.0),
-                                             residents[k, 3], d, dm, order, l1)
+                for r in range(longest.shape[0]):     # where the pair's lines miss the L1 at all: its row's
+                    p = p_intra[int(longest[r, 8])] if longest[r, 0] == 0.0 else p_cross[int(longest[r, 8])]
                     by_class[li, 3] += wt * longest[r, 4] * p
     return cross, intra, by_class, by_dist
 
