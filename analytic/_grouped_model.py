@@ -11,6 +11,7 @@ from the dense engine on the layer's dense part (`dense_equivalent`), scaled to 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -296,10 +297,14 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
 def _present_classes(layer, kernel, ctas, sms, cps) -> tuple:
     """`residency_classes` over the time a CTA's re-reads run: under kMultipleGroup a partial last CTA column
     has fewer groups, so where the grid runs in one wave its CTAs finish first and their co-residents run the
-    rest alone (the L2's `_busy_periods` alike). Each co-resident is present for a share q of a CTA's group
-    steps (a partial column's share p of the CTAs, g_last of g_full group steps, pairs drawn at random, weighted
-    by the CTA's own steps); the CTAs present are binomial in q. Seed 4 #99 (40 CTAs of 32 and 16 groups on
-    30 SMs): its SMs' second CTA is there for 2 of 3 re-reads, replayed."""
+    rest alone (the L2's `_busy_periods` alike). The wave's CTAs are tallied SM by SM (`_present_tally`: block
+    v on SM v mod SMs, DESIGN section 3's passes; its column from the grid, `_schedule.tile_of`; each CTA's
+    group steps with the co-residents still running, weighted by its steps). The slots past the first hold
+    the grid's last blocks, the partial column's: mobilenet_v2 ``features.7.conv.1.0`` (v100, batch 32: 49
+    x 2 CTAs on 80 SMs, columns of 128 and 64 groups) runs 24.5 % of its re-reads beside a second CTA, where
+    pairs drawn at random said 30.6 % (replayed: a re-read 2 taps on misses 63 % on SM 0, its partner there
+    in 60 % of the windows). Seed 4 #99 (40 CTAs of 32 and 16 groups on 30 SMs): its SMs' second CTA is
+    there for 2 of 3 re-reads, replayed."""
     classes = residency_classes(ctas, sms, cps)
     tiles_n = cdiv(layer.k, kernel.tile_n)
     if ctas > sms * cps or tiles_n == 1 or group_mode(layer, kernel) != "multiple":
@@ -308,16 +313,45 @@ def _present_classes(layer, kernel, ctas, sms, cps) -> tuple:
     g_last = (layer.k - (tiles_n - 1) * kernel.tile_n) // layer.k_per_group
     if g_last >= g_full:
         return classes
-    p = 1.0 / tiles_n
-    q = (((1.0 - p) * g_full * ((1.0 - p) + p * g_last / g_full) + p * g_last)
-         / ((1.0 - p) * g_full + p * g_last))
-    out = {}
-    for resident, share in classes:
-        n = int(resident) - 1
-        for j in range(n + 1):
-            w = math.comb(n, j) * q ** j * (1.0 - q) ** (n - j)
-            out[j + 1.0] = out.get(j + 1.0, 0.0) + share * w
-    return tuple((k, v) for k, v in sorted(out.items()) if v > 0.0)
+    tally = _present_tally(cdiv(layer.gemm_m, kernel.tile_m), tiles_n, kernel.swizzle_log, sms, g_full, g_last)
+    return tuple((k + 1.0, float(v)) for k, v in enumerate(tally.tolist()) if v > 0.0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _present_tally(tiles_m, tiles_n, swz, sms, g_full, g_last) -> np.ndarray:
+    """`_present_classes`' one-wave tally: [k - 1] the share of the CTAs' group steps run with k CTAs on the SM."""
+    out = _present_steps(tiles_m, tiles_n, swz, sms, g_full, g_last)
+    out /= out.sum()
+    out.setflags(write=False)
+    return out
+
+
+@njit(cache=True)
+def _present_steps(tiles_m, tiles_n, swz, sms, g_full, g_last):
+    """Group steps run with k CTAs on the SM ([k - 1]), summed over the wave's CTAs: block v on SM v mod sms,
+    its steps g_last in the last column, else g_full; all start together, so CTA b has b' beside it for
+    min(G_b, G_b') steps."""
+    ctas = tiles_m * tiles_n
+    slots = (ctas + sms - 1) // sms
+    out = np.zeros(slots)
+    steps = np.empty(slots, np.int64)
+    for sm in range(min(sms, ctas)):
+        n = 0
+        for v in range(sm, ctas, sms):
+            steps[n] = g_last if tile_of(v, tiles_m, tiles_n, swz)[1] == tiles_n - 1 else g_full
+            n += 1
+        for a in range(n):
+            # CTA a's steps in order: at step t the CTAs present are those with more than t steps
+            prev = 0
+            for t_end in sorted([steps[b] for b in range(n) if steps[b] <= steps[a]]):
+                if t_end > prev:
+                    here = 0
+                    for b in range(n):
+                        if steps[b] >= t_end:
+                            here += 1
+                    out[here - 1] += t_end - prev
+                    prev = t_end
+    return out
 
 
 def _filter_blocks(layer, kernel, line, tiles) -> float:

@@ -267,3 +267,39 @@ def test_a_groups_rereads_see_the_windows_distinct_pixels():
     sim = traces.simulate_layer(layer, gpu, kernel)[Mx.L1_LD_MISSES + ":A"]
     pred = analytic.predict_layer(layer, gpu, kernel)[Mx.L1_LD_MISSES + ":A"]
     assert sim / 3 <= pred <= 3 * sim, (pred, sim)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tiles_m=st.integers(1, 40), tiles_n=st.integers(2, 6), swz=st.integers(0, 3), sms=st.integers(1, 80),
+       g_full=st.integers(2, 64), frac=st.floats(0.05, 0.95))
+def test_present_tally_follows_the_dispatch_step_by_step(tiles_m, tiles_n, swz, sms, g_full, frac):
+    # naive: one wave, block v on SM v mod sms; its column from the grid (the swizzle's band walk, written out
+    # here: bands of 2^swz columns, the last band narrower); each CTA runs its group steps one by one and
+    # counts the CTAs of its SM still running at that step
+    from analytic._grouped_model import _present_tally
+    g_last = max(1, int(g_full * frac))
+    ctas = tiles_m * tiles_n
+    if ctas > 4 * sms:
+        return
+
+    def column(v):
+        width = 1 << swz
+        band = tiles_m * width
+        full = tiles_n // width
+        if v // band < full:
+            return (v // band) * width + (v % band) % width
+        rem = tiles_n - full * width
+        return full * width + (v - full * band) % rem
+
+    steps = [g_last if column(v) == tiles_n - 1 else g_full for v in range(ctas)]
+    want = {}
+    for v in range(ctas):
+        mates = [steps[u] for u in range(v % sms, ctas, sms)]
+        for t in range(steps[v]):
+            k = sum(1 for g in mates if g > t)
+            want[k] = want.get(k, 0) + 1
+    total = sum(want.values())
+    got = _present_tally(tiles_m, tiles_n, swz, sms, g_full, g_last)
+    assert len(got) >= max(want)
+    for k in range(1, len(got) + 1):
+        assert got[k - 1] == pytest.approx(want.get(k, 0) / total)
