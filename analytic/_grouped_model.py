@@ -33,7 +33,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "c852b7ce6c97f78c"
+_JIT_DEPS_SHA256 = "7c0a469b95259039"
 
 
 @memo()
@@ -329,8 +329,8 @@ def _present_tally(tiles_m, tiles_n, swz, sms, g_full, g_last) -> np.ndarray:
 @njit(cache=True)
 def _present_steps(tiles_m, tiles_n, swz, sms, g_full, g_last):
     """Group steps run with k CTAs on the SM ([k - 1]), summed over the wave's CTAs: block v on SM v mod sms,
-    its steps g_last in the last column, else g_full; all start together, so CTA b has b' beside it for
-    min(G_b, G_b') steps."""
+    its steps g_last in the last column, else g_full; all start together, so between two of an SM's finishing
+    steps the CTAs not yet finished each run that stretch beside one another."""
     ctas = tiles_m * tiles_n
     slots = (ctas + sms - 1) // sms
     out = np.zeros(slots)
@@ -340,17 +340,12 @@ def _present_steps(tiles_m, tiles_n, swz, sms, g_full, g_last):
         for v in range(sm, ctas, sms):
             steps[n] = g_last if tile_of(v, tiles_m, tiles_n, swz)[1] == tiles_n - 1 else g_full
             n += 1
-        for a in range(n):
-            # CTA a's steps in order: at step t the CTAs present are those with more than t steps
-            prev = 0
-            for t_end in sorted([steps[b] for b in range(n) if steps[b] <= steps[a]]):
-                if t_end > prev:
-                    here = 0
-                    for b in range(n):
-                        if steps[b] >= t_end:
-                            here += 1
-                    out[here - 1] += t_end - prev
-                    prev = t_end
+        ends = np.sort(steps[:n])
+        prev = 0
+        for i in range(n):                        # CTAs i .. n - 1 run from prev to ends[i]
+            if ends[i] > prev:
+                out[n - i - 1] += (n - i) * (ends[i] - prev)
+                prev = ends[i]
     return out
 
 
@@ -384,8 +379,7 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
     input pixels of the busy tiles), ...). Busy CTAs: CTAs per SM x SMs, or the grid; consecutive CTAs
     share pixels (a dilated filter's tiles read nearly the whole image), so their pixels are at most the
     busy tiles' share of the layer's distinct pixels plus a tile's halo, and at most the layer's, per CTA
-    column. Under
-    kMultipleGroup a partial last column has fewer groups, so where the grid runs in one wave it
+    column. Under kMultipleGroup a partial last column has fewer groups, so where the grid runs in one wave it
     finishes first and the other columns re-read their later groups beside one column less: two
     periods, each weighted by the group steps run in it (mobilenet_v2 features.7.conv.1.0, batch 32 on
     v100: 98 CTAs in 2 columns of 128 and 64 groups; one window of both columns for every re-read gave
@@ -508,12 +502,13 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
             continue
         big = (by_class[i, 0] + by_class[i, 1]) / w   # M
         n = by_class[i, 2] / w
-        # the pixels whose lines miss the L1 at all: those whose longest re-read misses; each misses big / hit
-        # of its n reads, so the read before a miss missed too with chance (big / hit - 1) / (n - 1)
-        hit = min(1.0, by_class[i, 3] / w)
-        m = min(1.0, max(0.0, (big / hit - 1.0) / (n - 1.0))) if hit > 0.0 and n > 1.0 else 1.0
+        # the pixels whose lines miss the L1 at all (h): those whose longest re-read misses; each misses M / h
+        # of its n reads, so the read before a miss missed too with chance q = (M / h - 1) / (n - 1)
+        h = min(1.0, by_class[i, 3] / w)
+        q = min(1.0, max(0.0, (big / h - 1.0) / (n - 1.0))) if h > 0.0 and n > 1.0 else 1.0
         for j in range(periods.shape[0]):
-            full = cross_x * periods[j, 1] * hit
+            full = cross_x * periods[j, 1] * h
+            p_full = _window_miss(full * lines, ways, cliff, tabs, i)
             tiles = step_x * periods[j, 1] / top
             for d in range(by_dist.shape[1]):
                 for k in range(2):
@@ -521,10 +516,10 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
                     if miss <= 0.0:
                         continue
                     pixels = by_dist[i, d, 2 * k + 1] / miss
-                    near = 1.0 - (1.0 - m) ** max(1.0, d * tap_px * n / max(pixels, 1e-300))
-                    p = periods[j, 0] * miss * (m * _window_miss(min(full, tiles * pixels * near) * lines, ways,
+                    near = 1.0 - (1.0 - q) ** max(1.0, d * tap_px * n / max(pixels, 1e-300))
+                    p = periods[j, 0] * miss * (q * _window_miss(min(full, tiles * pixels * near) * lines, ways,
                                                                  cliff, tabs, i)
-                                                + (1.0 - m) * _window_miss(full * lines, ways, cliff, tabs, i))
+                                                + (1.0 - q) * p_full)
                     if k == 0:
                         intra += p
                     else:

@@ -471,9 +471,8 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
                     intra += miss
                     by_class[li, 1] += miss
                     by_class[li, 2] += wt * intra_rows[r, 3]
-                    dd = min(d, by_dist.shape[1] - 1)
-                    by_dist[li, dd, 0] += miss
-                    by_dist[li, dd, 1] += miss * min(win_tile[2, t1, d] * ratio, tile_px)
+                    by_dist[li, d, 0] += miss
+                    by_dist[li, d, 1] += miss * min(win_tile[2, t1, d] * ratio, tile_px)
                 for r in range(cross_rows.shape[0]):
                     d, dm = int(cross_rows[r, 0]), int(cross_rows[r, 1])
                     p_cross[r] = _next_group_miss(
