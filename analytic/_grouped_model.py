@@ -28,12 +28,13 @@ from ._grouped_rereads import (_issue_order, _reread_misses, _reread_table, _win
                                tap_phases)
 from ._geometry import _fprop, grid
 from ._memo import memo
+from ._readers import later_windows, reader_windows
 from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "7c0a469b95259039"
+_JIT_DEPS_SHA256 = "81e2595ca61fa744"
 
 
 @memo()
@@ -115,6 +116,7 @@ def _pixel_units(layer, eb, unit) -> float:
 # tiles whose distinct input pixels `_tile_pixels` counts one by one (evenly spaced over the grid's
 # tiles_m: tiles differ by where they start in the image)
 _TILE_SAMPLES = 24
+_READER_SAMPLES = 8
 
 
 @memo()
@@ -147,6 +149,19 @@ def _tile_pixels(layer, kernel, sec):
 
 
 @memo()
+def _readers(layer, kernel) -> tuple:
+    """`_readers.later_windows` of the layer's tiles, on up to `_READER_SAMPLES` sampled tiles."""
+    (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
+    M, tm = layer.gemm_m, min(kernel.tile_m, layer.gemm_m)
+    picks, stands = tile_samples(M, tm, _READER_SAMPLES)
+    out = later_windows(*reader_windows(
+        picks, stands, tm, M, layer.p, layer.q, layer.h, layer.w, layer.r, layer.s, sh, sw, ph, pw, dh, dw))
+    for a in out[1:]:
+        a.setflags(write=False)
+    return out
+
+
+@memo()
 def _window_lines(layer, kernel, line) -> tuple:
     """((lines a pixel's channel window covers, share of the channel blocks), ...): every group's
     channel blocks [g C_g + c0, + T_k) (clipped to C) at every alignment of a pixel to the line (pixels
@@ -154,6 +169,15 @@ def _window_lines(layer, kernel, line) -> tuple:
     share it (at most C e / line lines a pixel). Where a block sits in the pixel decides whether it
     straddles a line: mobilenet_v2's depthwise 144-channel fp32 pixels (4.5 lines) straddle for 14 of
     every 32 groups, every other pixel, and those groups' windows are 1.5 lines a pixel, not 1.22."""
+    lines = _block_lines(layer, kernel, line)[0]
+    values, counts = np.unique(np.round(lines, 6), return_counts=True)
+    return tuple(zip(values.tolist(), (counts / counts.sum()).tolist()))
+
+
+def _block_lines(layer, kernel, line) -> tuple:
+    """(each channel block's lines a pixel, mean over the pixels' alignments to the line; its first line and
+    its last, per block and alignment, in bytes from the pixel's line): `_window_lines`' blocks, in order
+    (group, block)."""
     eb, tk = kernel.elem_bytes, kernel.tile_k
     cg, groups = layer.c_per_group, layer.groups
     starts = (np.arange(groups)[:, None] * cg + np.arange(0, cg, tk)[None, :]).ravel()
@@ -161,11 +185,52 @@ def _window_lines(layer, kernel, line) -> tuple:
     pitch = layer.c * eb
     period = line // math.gcd(pitch, line)
     aligns = (np.arange(period) * pitch) % line
-    first = (aligns[None, :] + (starts * eb)[:, None]) % line
-    lines = ((first + (widths * eb)[:, None] - 1) // line + 1).mean(axis=1)
-    lines = np.minimum(lines, max(pitch / line, 1e-9))
-    values, counts = np.unique(np.round(lines, 6), return_counts=True)
-    return tuple(zip(values.tolist(), (counts / counts.sum()).tolist()))
+    begin = aligns[None, :] + (starts * eb)[:, None]
+    first, last = begin // line, (begin + (widths * eb)[:, None] - 1) // line
+    lines = np.minimum((last - first + 1).mean(axis=1), max(pitch / line, 1e-9))
+    return lines, first, last
+
+
+@memo()
+def _window_lines_l2(layer, kernel, line, columns) -> np.ndarray:
+    """`_window_lines`' classes with the lines the L2 sees a pixel and busy CTA column: under kMultipleGroup
+    the ``columns`` busy columns (in block order, chunks of consecutive columns) read, in one group step,
+    blocks GPC groups apart, and those share lines: a block that straddles into the next line straddles into
+    the next column's own line, and blocks closer than a line share it (the union of the columns' lines,
+    counted per step and alignment, over the columns). Seed 12 #140 (768 depthwise fp16 channels, 12 columns
+    of 64 groups, 32-byte windows): in the 15 straddling steps of 64 the replay's L2 sees 18,813 distinct
+    lines a step, the pixels' 12 columns' lines, not twice as many: the model counted 2 lines a pixel and
+    column, at 1.15 L2s, and DRAM reads +4,781 %. Seed 10 #93 (16 columns' 32-byte windows 64 bytes apart):
+    8 lines a pixel, half a line a column."""
+    out = _as_array(_window_lines, layer, kernel, line).copy()
+    if columns < 2 or group_mode(layer, kernel) != "multiple" or layer.c * kernel.elem_bytes <= line:
+        out.setflags(write=False)
+        return out
+    lines, first, last = _block_lines(layer, kernel, line)
+    gpc, nblk = groups_per_cta(layer, kernel), len(range(0, layer.c_per_group, kernel.tile_k))
+    per_col = gpc * nblk                                  # a column's blocks, in step order
+    ncols = cdiv(lines.shape[0], per_col)
+    pad = ncols * per_col - lines.shape[0]                # a partial last column: its missing blocks, none
+    f = np.concatenate((first, np.full((pad, first.shape[1]), -1))).reshape(ncols, per_col, -1)
+    l_ = np.concatenate((last, np.full((pad, last.shape[1]), -2))).reshape(ncols, per_col, -1)
+    eff = np.zeros((ncols, per_col))
+    for c0 in range(0, ncols, columns):
+        fs, ls = f[c0:c0 + columns], l_[c0:c0 + columns]
+        # the union of the columns' line ranges, ascending: each adds the lines past the ones before
+        count = np.zeros(fs.shape[1:])
+        top = np.full(fs.shape[1:], -1)
+        for c in range(fs.shape[0]):
+            valid = ls[c] >= fs[c]
+            count += np.where(valid, np.maximum(0, ls[c] - np.maximum(fs[c], top + 1) + 1), 0)
+            top = np.where(valid, np.maximum(top, ls[c]), top)
+        present = (ls >= fs).sum(axis=0)
+        eff[c0:c0 + columns] = (count / np.maximum(present, 1)).mean(axis=1)
+    eff = np.minimum(eff.ravel()[:lines.shape[0]], lines)
+    rounded = np.round(lines, 6)
+    for i, value in enumerate(out[:, 0]):
+        out[i, 0] = float(eff[rounded == round(value, 6)].mean())
+    out.setflags(write=False)
+    return out
 
 
 def _floor_ceil(x) -> tuple:
@@ -443,11 +508,14 @@ def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
     tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
     busy = min(float(tiles_m * tiles_n), float(machine[0] * gpu.sms))
     step_tiles = min(busy, float(tiles_m)) * _group_windows(layer, kernel, busy / tiles_m)
-    return _window_misses(_as_array(_window_lines, layer, kernel, gpu.line_bytes),
+    first, last_w, last_px, first_w, first_px = _readers(layer, kernel)
+    columns = math.ceil(min(busy / tiles_m, tiles_n))
+    return _window_misses(_window_lines_l2(layer, kernel, gpu.line_bytes, columns),
                           np.array(_busy_periods(layer, kernel, gpu, machine), np.float64), by_class, by_dist,
                           _tile_pixels(layer, kernel, gpu.sector_bytes)[1] / (layer.r * layer.s), step_tiles / cap,
                           1.0 / cap, ways, cliff,
-                          _window_cliffs(layer, kernel, gpu, f, math.ceil(min(busy / tiles_m, tiles_n))))
+                          _window_cliffs(layer, kernel, gpu, f, columns), first,
+                          last_w, last_px, first_w, first_px)
 
 
 @memo(4096)
@@ -483,7 +551,8 @@ def _window_miss(x, ways, cliff, tabs, i):
 
 
 @njit(cache=True)
-def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x, ways, cliff, tabs) -> tuple:
+def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x, ways, cliff, tabs, first, last_w,
+                   last_px, first_w, first_px) -> tuple:
     """`_l2_rereads`' averages over the classes of window lines, the busy periods and the re-reads'
     distances. Per class, M misses of n reads a pixel and group step; the pixels that miss at all are those
     whose longest re-read misses (``by_class[:, 3]``, a share h), each missing M / h of its n reads: with
@@ -506,10 +575,20 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
         # of its n reads, so the read before a miss missed too with chance q = (M / h - 1) / (n - 1)
         h = min(1.0, by_class[i, 3] / w)
         q = min(1.0, max(0.0, (big / h - 1.0) / (n - 1.0))) if h > 0.0 and n > 1.0 else 1.0
+        # the other tiles' re-reads reach the L2 where they miss their L1: a read's chance past its first
+        again = min(1.0, max(0.0, (big - h) / (n - 1.0))) if n > 1.0 else 0.0
         for j in range(periods.shape[0]):
             full = cross_x * periods[j, 1] * h
-            p_full = _window_miss(full * lines, ways, cliff, tabs, i)
             tiles = step_x * periods[j, 1] / top
+            # the pair's first L1 miss of the group step: the group step's window where its tile reads the
+            # pixel first, else the busy tiles' first reads since the first reader's (`_readers`)
+            p_full = first * _window_miss(full * lines, ways, cliff, tabs, i)
+            for c in range(last_w.shape[0]):
+                p_full += again * last_w[c] * _window_miss(min(full, tiles * last_px[c] * h) * lines, ways, cliff,
+                                                           tabs, i)
+            for c in range(first_w.shape[0]):
+                p_full += (1.0 - again) * first_w[c] * _window_miss(min(full, tiles * first_px[c] * h) * lines, ways,
+                                                                    cliff, tabs, i)
             for d in range(by_dist.shape[1]):
                 for k in range(2):
                     miss = by_dist[i, d, 2 * k]

@@ -152,11 +152,13 @@ def test_an_l2_reread_reaches_back_to_the_pixels_previous_l1_miss():
     cliff = (0.3, 0.0)
     by_dist = np.zeros((1, 10, 4))
 
-    def misses(big, reads, hit, tiles):
+    def misses(big, reads, hit, tiles, first=1.0, later=()):
         by_class = np.array([[big, 0.0, reads, hit]])               # M, n, h a pixel and group step
         by_dist[0, 1] = (0.0, 0.0, big, big * 100.0)
+        later_w = np.array([w for w, _ in later], np.float64)
+        later_px = np.array([px for _, px in later], np.float64)
         return _window_misses(windows, periods, by_class, by_dist, 100.0 / 9, tiles / 1000.0, 1.0 / 1000.0,
-                              16.0, cliff, tabs)[0]
+                              16.0, cliff, tabs, first, later_w, later_px, later_w, later_px)[0]
 
     def p(x):
         return l2_miss_prob(x, 16.0, cliff)
@@ -175,6 +177,11 @@ def test_an_l2_reread_reaches_back_to_the_pixels_previous_l1_miss():
     q = 1.0 / 9.0
     near = 1.0 - (1.0 - q) ** (100.0 / 9.0 * 10.0 / 100.0)
     assert misses(2.0, 10.0, 1.0, 4.0) == pytest.approx(q * p(0.4 * near) + (1.0 - q) * p(4.0))
+    # a pixel the tiles share (`_readers`): only its first reader (a quarter of the pairs) meets the group
+    # step; the others, 10 pixels of each of the 4 busy tiles behind another tile's read, 0.04 L2s
+    assert misses(1.0, 10.0, 1.0, 4.0, 0.25, [(0.75, 10.0)]) == pytest.approx(0.25 * p(4.0) + 0.75 * p(0.04))
+    # behind 400 pixels of each of 40 tiles the window is 16 L2s, at most the group step's 4
+    assert misses(1.0, 10.0, 1.0, 40.0, 0.25, [(0.75, 400.0)]) == pytest.approx(p(4.0))
 
 
 
