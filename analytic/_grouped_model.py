@@ -34,7 +34,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "81e2595ca61fa744"
+_JIT_DEPS_SHA256 = "9ab9359990bab3a5"
 
 
 @memo()
@@ -175,8 +175,8 @@ def _window_lines(layer, kernel, line) -> tuple:
 
 
 def _block_lines(layer, kernel, line) -> tuple:
-    """(each channel block's lines a pixel, mean over the pixels' alignments to the line; its first line and
-    its last, per block and alignment, in bytes from the pixel's line): `_window_lines`' blocks, in order
+    """(each channel block's lines a pixel, mean over the pixels' alignments to the line, at most the pixel's;
+    the index of its first line and of its last, per block and alignment): `_window_lines`' blocks, in order
     (group, block)."""
     eb, tk = kernel.elem_bytes, kernel.tile_k
     cg, groups = layer.c_per_group, layer.groups
@@ -559,7 +559,11 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
     chance q = (M / h - 1) / (n - 1) the read before missed too, and the window is the busy tiles' pixels of
     the d taps between (``by_dist``' windows) whose lines missed there, 1 - (1 - q)^j of them (j reads a
     pixel: d / (R S) of a group step's n reads of ``tap_px`` R S pixels, over the window's pixels), at most
-    a group step's; else the group step's pixels whose lines miss the L1, h of them."""
+    a group step's; else the group step's pixels whose lines miss the L1, h of them, for the share ``first``
+    of the pairs whose tile reads the pixel first in the step, and for the others the busy tiles' first reads
+    of the taps since another tile's read of it (`_readers.later_windows`: ``last_w`` / ``last_px`` back to
+    the other tiles' last read, weighed by the chance that a read past a pair's first misses the L1,
+    (M − h) / (n − 1); ``first_w`` / ``first_px`` back to the latest of their first reads, the rest)."""
     cross = 0.0
     cross_w = 0.0
     intra = 0.0
@@ -581,7 +585,8 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
             full = cross_x * periods[j, 1] * h
             tiles = step_x * periods[j, 1] / top
             # the pair's first L1 miss of the group step: the group step's window where its tile reads the
-            # pixel first, else the busy tiles' first reads since the first reader's (`_readers`)
+            # pixel first, else the busy tiles' first reads since another tile's read of it (`_readers`): its
+            # last where the other tiles' re-reads miss their L1, else the latest of their first reads
             p_full = first * _window_miss(full * lines, ways, cliff, tabs, i)
             for c in range(last_w.shape[0]):
                 p_full += again * last_w[c] * _window_miss(min(full, tiles * last_px[c] * h) * lines, ways, cliff,

@@ -3,14 +3,15 @@
 Every busy tile reads its pixels once per group step, and the tiles of a wave step in lockstep. A pixel in a
 tile's halo is also its neighbour tile's: both read it in the group step, each at its own first tap. Only the
 first of them meets, at the L2, the window back to the previous group step; the next reads it again some taps
-later, behind the wave's first reads of the taps between. Counted here on sampled tiles, each against the tiles
+later, behind the wave's L1 misses of the taps between. Counted here on sampled tiles, each against the tiles
 within the filter's reach of it (those run beside it: consecutive CTAs of one column).
 
-Found on seed 3 #111 (a 7x1 depthwise layer, 64-row tiles of 33-pixel image rows: a tile's 262 pixels are read
-by four tiles). Replayed (scratch `l2ws`), each group step sends 7,779 distinct lines to the L2 (15,558 where
-the channel window straddles a line), each some twelve times, and misses about 5,850 of them in the
-straddling steps, once a line: 0.8 % of the L1 misses. Judged once per (pixel, tile) pair, as before, the
-model said 5.7 % of them, and DRAM reads +197 %.
+Found on seed 3 #111 (a 7x1 depthwise layer, 64-row tiles of 33-pixel image rows: a tile's 243 pixels are read
+by four tiles). Replayed (scratch `l2ws`, `l2sdz`), each group step sends 7,779 distinct lines to the L2 (15,558
+where the channel window straddles a line), each some twelve times; the reads of lines another tile read
+earlier in the step come 1-2 taps behind it and hit 98-100 %. Judged each on the group step's window, as
+before, the model said 5.7 % of the re-reads miss, and DRAM reads +197 % (now +114 %: analytic/MODEL.md
+section 9).
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ _JIT_DEPS_SHA256 = "a6018f5132ba3e95"
 
 @njit(cache=True)
 def _walk(jn, tm, M, pq, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, n_lo, out):
-    """Tile jn's reads in tap order: out[i] = (pixel index from image n_lo, tap), -1 pixels outside the
-    image. Returns the count written."""
+    """Tile jn's in-image reads in tap order: out[i] = (pixel index counted from image n_lo, tap). Returns
+    the count written."""
     RS = R * S
     m0 = jn * tm
     rows = min(m0 + tm, M) - m0
@@ -50,20 +51,19 @@ def _walk(jn, tm, M, pq, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, n_lo, out):
 
 @njit(cache=True)
 def reader_windows(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw):
-    """(share of the sampled tiles' (pixel, tile) pairs whose tile reads the pixel first in the group step,
-    weights of the other pairs by (the tap a of another tile's last read before, their own first tap b:
-    the pixel's previous read at the L2) flattened as an R S x R S
-    table, and the share of the tiles' pixels that some tile reads in taps a + 1 .. b, alike). Ties in one tap
-    go to the lower tile (its SM steps first in the round). ``picks`` (sampled tiles along M) each stand for
-    ``stands`` tiles; the tiles compared are those whose rows are within the filter's reach of the sampled
-    tile's (all the tiles that read its pixels)."""
+    """(share of the sampled tiles' (pixel, tile) pairs whose tile reads the pixel first in the group step;
+    weights of the other pairs by (tap a of the other tiles' last read of it before, their own first tap b),
+    an R S x R S table flattened; the same by the latest of the other tiles' first reads before; the mean
+    tile's first reads at each tap). Ties in one tap go to the lower tile (its SM steps first in the round).
+    ``picks`` (sampled tiles along M) each stand for ``stands`` tiles; the tiles compared are those whose rows
+    are within the filter's reach of the sampled tile's (all the tiles that read its pixels)."""
     RS = R * S
     pq = P * Q
     tiles = (M + tm - 1) // tm
     kk = (((R - 1) * dh) // sh + 2) * Q // tm + 1        # tiles either side that can share a pixel
     imgs = ((2 * kk + 1) * tm - 1) // pq + 2
     size = imgs * H * W
-    local = np.full(size, -1, np.int64)                  # the sampled tile's pixels, numbered
+    local = np.full(size, -1, np.int64)                  # >= 0: a pixel of the sampled tile
     best = np.zeros(size, np.int64)                      # the other tiles' last read before, 2 tap + (1 | 2)
     best1 = np.zeros(size, np.int64)                     # the latest of their first reads before, alike
     own = np.zeros(size, np.int64)                       # the sampled tile's first read
@@ -110,7 +110,7 @@ def reader_windows(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, d
                         seen[k] = mark
                         if best1[k] < key <= 2 * own[k] + 1:
                             best1[k] = key
-        # each pixel: first reader or not, and after every tap a the tap of its next read by any tile
+        # each pixel of the tile, once: its tile the first reader, or a later one behind the others' reads
         cnt = _walk(j, tm, M, pq, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, n_lo, reads)
         mark += 1
         for c in range(cnt):
