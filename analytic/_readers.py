@@ -63,10 +63,11 @@ def reader_windows(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, d
     kk = (((R - 1) * dh) // sh + 2) * Q // tm + 1        # tiles either side that can share a pixel
     imgs = ((2 * kk + 1) * tm - 1) // pq + 2
     size = imgs * H * W
-    local = np.full(size, -1, np.int64)                  # >= 0: a pixel of the sampled tile
-    best = np.zeros(size, np.int64)                      # the other tiles' last read before, 2 tap + (1 | 2)
-    best1 = np.zeros(size, np.int64)                     # the latest of their first reads before, alike
-    own = np.zeros(size, np.int64)                       # the sampled tile's first read
+    # zeroed stamps (calloc'd, cheap); the rest set where the sampled tile first reads the pixel
+    local = np.zeros(size, np.int64)                     # i + 1: a pixel of sampled tile i
+    best = np.empty(size, np.int64)                      # the other tiles' last read before, 2 tap + (1 | 2)
+    best1 = np.empty(size, np.int64)                     # the latest of their first reads before, alike
+    own = np.empty(size, np.int64)                       # the sampled tile's first read
     seen = np.zeros(size, np.int64)                      # stamp: this tile's first read of the pixel done
     reads = np.empty((tm * RS, 2), np.int64)
     later = np.zeros(RS * RS)
@@ -81,23 +82,21 @@ def reader_windows(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, d
         hi = min(tiles - 1, j + kk)
         n_lo = (lo * tm) // pq
         cnt = _walk(j, tm, M, pq, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, n_lo, reads)
-        npx = 0
         mark += 1
         for c in range(cnt):
             k = reads[c, 0]
             if seen[k] != mark:
                 seen[k] = mark
-                local[k] = npx
+                local[k] = i + 1
                 own[k] = reads[c, 1]
                 best[k] = -1
                 best1[k] = -1
-                npx += 1
         for jn in range(lo, hi + 1):
             cnt = _walk(jn, tm, M, pq, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, n_lo, reads)
             mark += 1
             for c in range(cnt):
                 k = reads[c, 0]
-                if local[k] < 0:
+                if local[k] != i + 1:
                     continue
                 t = reads[c, 1]
                 if jn != j:
@@ -126,8 +125,6 @@ def reader_windows(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, d
                 later1[((best1[k] - 1) // 2) * RS + t] += stands[i]
             else:
                 first_w += stands[i]
-        for c in range(cnt):
-            local[reads[c, 0]] = -1
     weight = 0.0
     for i in range(picks.shape[0]):
         weight += stands[i]
