@@ -168,3 +168,30 @@ def test_depthwise_columns_share_their_straddled_lines_against_simulation():
     sim = traces.simulate_layer(layer, gpu, kernel)
     pred = analytic.predict_layer(layer, gpu, kernel)
     assert pred[M.DRAM_RD_SECTORS] == pytest.approx(sim[M.DRAM_RD_SECTORS], rel=0.1)
+
+
+def test_a_dense_strided_tiles_window_counts_its_rows_bytes():
+    # pixels narrower than a sector (5 fp32 channels) at stride 4: a tap's pixel is 80 bytes from the row's
+    # previous tap's, and the reuse histogram takes it as a re-read, so the window counts rows; each stands
+    # for 4 pixels' bytes. Checked against the lines a tile's reads of d taps touch, enumerated
+    from analytic._grouped_rereads import _window_pixels
+    layer = traces.ConvLayer(2, 5, 120, 120, 5, 11, 11, stride=(4, 4), pad=(0, 0), groups=5, name="stem")
+    kernel = traces.KernelConfig(tile_m=64, tile_n=128, tile_k=8, threads=64)
+    win = _window_pixels(layer, kernel, 32, 1, 128)
+    P, Q, H, W = layer.p, layer.q, layer.h, layer.w
+    unit = layer.c * kernel.elem_bytes
+    tm = kernel.tile_m
+    for d in (2, 4, 8):
+        got, want = [], []
+        for t in range(d, 11):                         # one filter row: taps t - d .. t - 1
+            lines = set()
+            for m in range(tm, 2 * tm):                # the second tile
+                n, rest = divmod(m, P * Q)
+                p, q = divmod(rest, Q)
+                for tap in range(t - d, t):
+                    r, s = divmod(tap, layer.s)
+                    y, x = p * 4 + r, q * 4 + s
+                    lines.add(((n * H + y) * W + x) * unit // 128)
+            want.append(len(lines))
+            got.append(win[0, t, d] * unit / 128)
+        assert np.mean(got) == pytest.approx(np.mean(want), rel=0.3)
