@@ -34,7 +34,7 @@ from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "03958b0c1aeaec96"
+_JIT_DEPS_SHA256 = "bf7e7a0d1b3a166e"
 
 
 @memo()
@@ -508,13 +508,13 @@ def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
     tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
     busy = min(float(tiles_m * tiles_n), float(machine[0] * gpu.sms))
     step_tiles = min(busy, float(tiles_m)) * _group_windows(layer, kernel, busy / tiles_m)
-    first, last_w, last_px, first_w, first_px = _readers(layer, kernel)
+    lead, last_w, last_px, first_w, first_px = _readers(layer, kernel)
     columns = math.ceil(min(busy / tiles_m, tiles_n))
     return _window_misses(_window_lines_l2(layer, kernel, gpu.line_bytes, columns),
                           np.array(_busy_periods(layer, kernel, gpu, machine), np.float64), by_class, by_dist,
                           _tile_pixels(layer, kernel, gpu.sector_bytes)[1] / (layer.r * layer.s), step_tiles / cap,
                           1.0 / cap, ways, cliff,
-                          _window_cliffs(layer, kernel, gpu, f, columns), first,
+                          _window_cliffs(layer, kernel, gpu, f, columns), lead,
                           last_w, last_px, first_w, first_px)
 
 
@@ -551,7 +551,7 @@ def _window_miss(x, ways, cliff, tabs, i):
 
 
 @njit(cache=True)
-def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x, ways, cliff, tabs, first, last_w,
+def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x, ways, cliff, tabs, lead, last_w,
                    last_px, first_w, first_px) -> tuple:
     """`_l2_rereads`' averages over the classes of window lines, the busy periods and the re-reads'
     distances. Per class, M misses of n reads a pixel and group step; the pixels that miss at all are those
@@ -559,7 +559,7 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
     chance q = (M / h - 1) / (n - 1) the read before missed too, and the window is the busy tiles' pixels of
     the d taps between (``by_dist``' windows) whose lines missed there, 1 - (1 - q)^j of them (j reads a
     pixel: d / (R S) of a group step's n reads of ``tap_px`` R S pixels, over the window's pixels), at most
-    a group step's; else the group step's pixels whose lines miss the L1, h of them, for the share ``first``
+    a group step's; else the group step's pixels whose lines miss the L1, h of them, for the share ``lead``
     of the pairs whose tile reads the pixel first in the step, and for the others the busy tiles' first reads
     of the taps since another tile's read of it (`_readers.later_windows`: ``last_w`` / ``last_px`` back to
     the other tiles' last read, weighed by the chance that a read past a pair's first misses the L1,
@@ -587,7 +587,7 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
             # the pair's first L1 miss of the group step: the group step's window where its tile reads the
             # pixel first, else the busy tiles' first reads since another tile's read of it (`_readers`): its
             # last where the other tiles' re-reads miss their L1, else the latest of their first reads
-            p_full = first * _window_miss(full * lines, ways, cliff, tabs, i)
+            p_full = lead * _window_miss(full * lines, ways, cliff, tabs, i)
             for c in range(last_w.shape[0]):
                 p_full += again * last_w[c] * _window_miss(min(full, tiles * last_px[c] * h) * lines, ways, cliff,
                                                            tabs, i)

@@ -69,7 +69,8 @@ def reader_windows(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, d
     best1 = np.empty(size, np.int64)                     # the latest of their first reads before, alike
     own = np.empty(size, np.int64)                       # the sampled tile's first read
     seen = np.zeros(size, np.int64)                      # stamp: this tile's first read of the pixel done
-    reads = np.empty((tm * RS, 2), np.int64)
+    mine = np.empty((tm * RS, 2), np.int64)              # the sampled tile's reads
+    reads = np.empty((tm * RS, 2), np.int64)             # a neighbour's
     later = np.zeros(RS * RS)
     later1 = np.zeros(RS * RS)
     newpx = np.zeros(RS)
@@ -81,39 +82,38 @@ def reader_windows(picks, stands, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, d
         lo = max(0, j - kk)
         hi = min(tiles - 1, j + kk)
         n_lo = (lo * tm) // pq
-        cnt = _walk(j, tm, M, pq, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, n_lo, reads)
+        own_cnt = _walk(j, tm, M, pq, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, n_lo, mine)
         mark += 1
-        for c in range(cnt):
-            k = reads[c, 0]
+        for c in range(own_cnt):
+            k = mine[c, 0]
             if seen[k] != mark:
                 seen[k] = mark
                 local[k] = i + 1
-                own[k] = reads[c, 1]
+                own[k] = mine[c, 1]
                 best[k] = -1
                 best1[k] = -1
         for jn in range(lo, hi + 1):
+            if jn == j:
+                continue
             cnt = _walk(jn, tm, M, pq, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, n_lo, reads)
             mark += 1
             for c in range(cnt):
                 k = reads[c, 0]
                 if local[k] != i + 1:
                     continue
-                t = reads[c, 1]
-                if jn != j:
-                    # the other tiles' last read before this tile's first (in its tap, the lower tile's), and
-                    # the latest of their first reads before it
-                    key = 2 * t + (1 if jn < j else 2)
-                    if best[k] < key <= 2 * own[k] + 1:
-                        best[k] = key
-                    if seen[k] != mark:
-                        seen[k] = mark
-                        if best1[k] < key <= 2 * own[k] + 1:
-                            best1[k] = key
+                # the other tiles' last read before this tile's first (in its tap, the lower tile's), and the
+                # latest of their first reads before it
+                key = 2 * reads[c, 1] + (1 if jn < j else 2)
+                if best[k] < key <= 2 * own[k] + 1:
+                    best[k] = key
+                if seen[k] != mark:
+                    seen[k] = mark
+                    if best1[k] < key <= 2 * own[k] + 1:
+                        best1[k] = key
         # each pixel of the tile, once: its tile the first reader, or a later one behind the others' reads
-        cnt = _walk(j, tm, M, pq, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw, n_lo, reads)
         mark += 1
-        for c in range(cnt):
-            k = reads[c, 0]
+        for c in range(own_cnt):
+            k = mine[c, 0]
             if seen[k] == mark:
                 continue
             seen[k] = mark

@@ -47,14 +47,14 @@ def _naive(picks, stands, tm, M_, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw):
             newpx[own] += w
             total += w
             # the others' reads before this tile's first (in its tap: a lower tile's, its SM steps first)
-            before = [t for jn in range(tiles) if jn != j for t in every[jn].get(pixel, [])
-                      if t < own or (t == own and jn < j)]
-            # and the latest of the other tiles' first reads of it, before
+            def earlier(t, jn):
+                return t < own or (t == own and jn < j)
+            others = [jn for jn in range(tiles) if jn != j and pixel in every[jn]]
+            before = [t for jn in others for t in every[jn][pixel] if earlier(t, jn)]
             if before:
                 later[max(before), own] += w
-                later1[max(t for t, low in [(min(every[jn][pixel]), jn < j) for jn in range(tiles)
-                                            if jn != j and pixel in every[jn]]
-                           if t < own or (t == own and low)), own] += w
+                # and the latest of the other tiles' first reads of it, before
+                later1[max(min(every[jn][pixel]) for jn in others if earlier(min(every[jn][pixel]), jn)), own] += w
             else:
                 first += w
     if total == 0.0:                              # tiles whose rows read padding only
