@@ -14,7 +14,9 @@ workload has 48 over its three GPUs, 0.6-0.7 s in all), which a study pays once 
 over the workload starts with the model's memo of GPU-independent figures cleared (`analytic._memo`):
 within a pass the three GPUs share each layer's exact counts and geometry, as a user's study of a
 network on three GPUs does, and so do a network's layers of one shape (the memo is keyed by shape:
-resnet50's 53 conv layers have 23, the grouped networks' 186 have 100), but no pass finds the last one's.
+resnet50's 53 conv layers have 23, the grouped networks' 186 have 100), but no pass finds the last one's. Layers of one shape on one GPU share the whole prediction
+(`analytic.model._predict_shape`); the "distinct shapes" line times each (shape, GPU) of the workload once a pass,
+the cost of a prediction that shares nothing but the GPU-independent figures.
 """
 from __future__ import annotations
 
@@ -45,9 +47,24 @@ def workload(op="fprop"):
     return cases
 
 
-def measure(seconds: float = 3.0, network_api: bool = False, op: str = "fprop") -> float:
+def distinct_shapes(cases):
+    """The workload with each layer shape once a GPU (batch 1 and 64 stay apart: their shapes differ)."""
+    seen, out = set(), []
+    for layers, gpu, kernel in cases:
+        keep = []
+        for layer in layers:
+            if (layer.shape, gpu.name) not in seen:
+                seen.add((layer.shape, gpu.name))
+                keep.append(layer)
+        out.append((keep, gpu, kernel))
+    return out
+
+
+def measure(seconds: float = 3.0, network_api: bool = False, op: str = "fprop", distinct: bool = False) -> float:
     set_model_kernels("compiled")
     cases = workload(op)
+    if distinct:
+        cases = distinct_shapes(cases)
     for layers, gpu, kernel in cases:            # warm-up: one pass
         predict_network(layers, gpu, kernel)
     count = 0
@@ -81,6 +98,9 @@ def main(argv=None):
               f"{'OK' if rate >= TARGET else 'BELOW TARGET'}")
         print(f"{op:7s} predict_network: {rate_net:10.0f} layer predictions/s (target >= {TARGET:.0f}) "
               f"{'OK' if rate_net >= TARGET else 'BELOW TARGET'}")
+        rate_distinct = measure(args.seconds, op=op, distinct=True)
+        print(f"{op:7s} distinct shapes: {rate_distinct:10.0f} layer predictions/s (each shape once a GPU; "
+              f"information)")
     return 0
 
 

@@ -90,3 +90,17 @@ def test_a_full_memo_evicts_its_oldest_entries_also_under_threads():
         results = list(pool.map(square, [x % 40 for x in range(4000)]))
     assert results == [(x % 40) ** 2 for x in range(4000)]
     assert len(square.table) <= 8
+
+
+def test_a_memoized_prediction_is_a_new_dict_that_the_caller_may_change():
+    """Layers of one shape share one memoized prediction (`model._predict_shape`): each call returns its own
+    dict, so a caller that changes one (a report adding its columns) changes no later prediction."""
+    clear_memo()
+    layer, gpu, kernel = ConvLayer(2, 32, 14, 14, 64, 3, 3, pad=1, name="a"), simcore.gpu("v100"), KernelConfig()
+    first = analytic.predict_layer(layer, gpu, kernel)
+    expected = dict(first)
+    first["dram__sectors_read.sum"] = -1.0
+    first["extra"] = "x"
+    second = analytic.predict_layer(dataclasses.replace(layer, name="b"), gpu, kernel)
+    assert second == expected and second is not first
+    assert analytic.predict_network([layer, layer], gpu, kernel) == [expected, expected]
