@@ -16,6 +16,7 @@ Memoized values are read-only: counts are `types.MappingProxyType`, arrays have 
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 from traces.layer import ConvLayer
@@ -34,9 +35,19 @@ class _Memo:
         self.function, self.maxsize, self.table = function, maxsize, {}
         self.lock = threading.Lock()      # inserts and evictions (threads predicting at once); reads need none
         functools.update_wrapper(self, function)
+        # the position of the parameter named ``layer``, the one a `ConvLayer` is passed in; a `ConvLayer`
+        # passed elsewhere keys the memo by itself, name included (correct, shared by fewer layers). Looking
+        # at one position: 0.6 us a call, against 1.7 us for a test of every argument (10-20 calls a
+        # prediction; measured)
+        names = list(inspect.signature(function).parameters)
+        self.layer_at = names.index("layer") if "layer" in names else -1
 
     def __call__(self, *args):
-        key = tuple([a.shape if type(a) is ConvLayer else a for a in args])
+        i = self.layer_at
+        if 0 <= i < len(args) and type(args[i]) is ConvLayer:
+            key = (args[0].shape,) + args[1:] if i == 0 else args[:i] + (args[i].shape,) + args[i + 1:]
+        else:
+            key = args
         table = self.table
         try:
             return table[key]

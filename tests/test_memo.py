@@ -104,3 +104,34 @@ def test_a_memoized_prediction_is_a_new_dict_that_the_caller_may_change():
     second = analytic.predict_layer(dataclasses.replace(layer, name="b"), gpu, kernel)
     assert second == expected and second is not first
     assert analytic.predict_network([layer, layer], gpu, kernel) == [expected, expected]
+
+
+def test_the_memo_keys_a_layer_by_shape_wherever_its_layer_parameter_sits():
+    """`_Memo` finds the parameter named ``layer`` once; a `ConvLayer` there keys by shape (first or later
+    position), one passed elsewhere keys by itself (name included), and a call without it keys by its
+    arguments."""
+    from analytic._memo import memo
+
+    calls = []
+
+    @memo(16)
+    def first(layer, x):
+        calls.append("first")
+        return (layer.c, x)
+
+    @memo(16)
+    def second(x, layer):
+        calls.append("second")
+        return (x, layer.k)
+
+    @memo(16)
+    def other(a, b):
+        calls.append("other")
+        return (a.c, b)
+
+    a = ConvLayer(1, 8, 6, 6, 16, 3, 3, pad=1, name="a")
+    b = dataclasses.replace(a, name="b")
+    assert first(a, 1) == first(b, 1) == (8, 1) and calls == ["first"]
+    assert second(2, a) == second(2, b) == (2, 16) and calls == ["first", "second"]
+    assert other(a, 3) == other(b, 3) == (8, 3) and calls == ["first", "second", "other", "other"]
+    assert first(dataclasses.replace(a, c=16), 1) == (16, 1) and calls[-1] == "first"
