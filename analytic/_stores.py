@@ -4,6 +4,7 @@ loads (`write_side`: the grouped engine's dense part)."""
 from __future__ import annotations
 
 import numpy as np
+from simcore._jit import njit
 
 from ._common import cdiv as _cdiv, dirty_at_end, row_period
 from ._memo import memo
@@ -11,6 +12,10 @@ from ._schedule import column_ranges, grid_schedule
 from ._window import a_window
 
 __all__ = ["stores_in_l2", "write_side", "row_lines", "wave_store_lines"]
+
+# Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from _schedule.py:
+# tests/test_jit_deps.py checks this digest of it, so no stale compiled kernel survives an edit.
+_JIT_DEPS_SHA256 = "da2b86b391783a60"
 
 #: full waves sampled by `wave_store_lines`
 STORE_WAVES = 32
@@ -36,36 +41,53 @@ def wave_store_lines(tiles_m, tiles_n, swz, per_wave, M, tm, tn, K, eb, line) ->
     n_full = ctas // per_wave
     if n_full < 1:
         return 0.0
-    total = 0.0
     waves = np.unique(np.linspace(0, n_full - 1, min(n_full, STORE_WAVES)).round().astype(np.int64))
+    return _waves_store_lines(waves, per_wave, tiles_m, tiles_n, swz, M, tm, tn, K, eb, line) / waves.shape[0]
+
+
+@njit(cache=True)
+def _waves_store_lines(waves, per_wave, tiles_m, tiles_n, swz, M, tm, tn, K, eb, line):
+    """`wave_store_lines`' sum over the sampled full waves ``waves`` (compiled: 300 us a call in numpy, 16 % of
+    a pass of `benchmarks/bench_analytic.py` over the fprop networks; tests/test_wave_cliff.py checks it against
+    enumerated bytes). Runs of adjacent tiles with one column range are contiguous rows, counted a period of
+    their alignment to a line at a time (`_run_lines`); a line two neighbouring runs' rows share counted
+    once."""
+    total = 0
     for w in waves:
-        lo, hi = column_ranges(int(w) * per_wave, per_wave, tiles_m, tiles_n, swz)
-        held = np.nonzero(hi >= 0)[0]
-        # runs of adjacent tiles with one column range: contiguous rows, counted a period of their
-        # alignment to a line at a time; a line two neighbouring runs' rows share counted once
-        cut = np.nonzero((np.diff(held) != 1) | (np.diff(lo[held]) != 0) | (np.diff(hi[held]) != 0))[0] + 1
+        lo, hi = column_ranges(w * per_wave, per_wave, tiles_m, tiles_n, swz)
         prev_last = -1
-        for r0, r1 in zip(np.concatenate(([0], cut)), np.concatenate((cut, [held.shape[0]]))):
-            i0, i1 = held[r0], held[r1 - 1]
-            m0, m1 = i0 * tm, min(M, (i1 + 1) * tm)
-            c0, c1 = lo[i0] * tn * eb, min(K, (hi[i0] + 1) * tn) * eb
-            total += _run_lines(m0, m1, K * eb, c0, c1, line)
-            total -= max(0, prev_last - (m0 * K * eb + c0) // line + 1)
-            prev_last = ((m1 - 1) * K * eb + c1 - 1) // line
-    return total / waves.shape[0]
+        i0 = -1                                   # the current run's first tile
+        for i in range(tiles_m + 1):
+            if i0 >= 0 and (i == tiles_m or hi[i] < 0 or lo[i] != lo[i0] or hi[i] != hi[i0]):
+                m0, m1 = i0 * tm, min(M, i * tm)
+                c0, c1 = lo[i0] * tn * eb, min(K, (hi[i0] + 1) * tn) * eb
+                total += _run_lines(m0, m1, K * eb, c0, c1, line)
+                total -= max(0, prev_last - (m0 * K * eb + c0) // line + 1)
+                prev_last = ((m1 - 1) * K * eb + c1 - 1) // line
+                i0 = -1
+            if i < tiles_m and hi[i] >= 0 and i0 < 0:
+                i0 = i
+    return float(total)
 
 
+@njit(cache=True)
 def _run_lines(m0, m1, pitch, c0, c1, line):
     """Distinct lines of bytes [c0, c1) of rows m0 .. m1 - 1, ``pitch`` bytes apart: each row's lines, less
-    those it shares with the next, summed a period of the rows' alignment to a line at a time."""
-    spans, shared = row_period(pitch, c0, c1, line)
-    period = spans.shape[0]
-    n = m1 - m0
-    k = np.arange(n % period)
-    out = (n // period) * spans.sum() + spans[(m0 + k) % period].sum()
-    k = np.arange((n - 1) % period)
-    out -= ((n - 1) // period) * shared.sum() + shared[(m0 + k) % period].sum()
-    return float(out)
+    those it shares with the next (`_common.row_period`'s figures, a period of the rows' alignment to a line)."""
+    a, b = pitch, line
+    while b:
+        a, b = b, a % b
+    period = line // a
+    out = 0
+    for r in range(min(m1 - m0, period)):       # each residue of the run's rows, times its rows
+        m = (m0 + r) % period
+        first, last = (m * pitch + c0) // line, (m * pitch + c1 - 1) // line
+        rows = (m1 - m0 - r + period - 1) // period
+        out += rows * (last - first + 1)
+        if r < m1 - m0 - 1:                       # row m shares lines with row m + 1 (the run's next row)
+            pairs = (m1 - m0 - 1 - r + period - 1) // period
+            out -= pairs * max(0, last - ((m + 1) * pitch + c0) // line + 1)
+    return out
 
 
 def stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum) -> tuple:
