@@ -89,7 +89,7 @@ def _predict(layer, gpu, kernel, f, machine):
     return dict(_predict_shape(layer, gpu, kernel, f, machine))
 
 
-@memo(4096)
+@memo(1024)          # a prediction's dict holds about 7 KB: 7 MB at most
 def _predict_shape(layer, gpu, kernel, f, machine):
     """One layer: wgrad's own driver, grouped fprop's dense sub-problems, or the op's `Geometry` and the GEMM
     engine. Memoized by the layer's shape, the GPU, kernel and factors: a network's layers of one shape (resnet50's
