@@ -241,18 +241,18 @@ def _floor_ceil(x) -> tuple:
 
 @memo()
 def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
-    """Co-resident CTAs' window lines (this CTA's included, ``resident`` CTAs in all) in the class of L1 sets of
-    a line of this CTA's window, in tiles' windows, where the pixels reach only 1 / nclass of the sets: a pixel
-    pitch a whole number of set strides puts a group step's lines in the sets its channel block's place in the
-    pixel picks. Slot s of an SM holds the CTA sms s blocks after slot 0's: its column's first group dg groups
-    of C_g on (taken from the grid's blocks, `_slot_groups`; past the grid's end, dcol = s sms / tiles_m columns
-    and dcol T_n / K_g groups on, floor or ceiling weighted by the remainder); its window's lines in each of
-    this window's lines' class, `_class_lines` (a window of one line: 1 where it falls in the class). Seed 1 #34 (64 groups of 6
-    channels, 1,536-byte pixels in one set of 4, 7 CTAs an SM, the 6 others of other columns) counted all 7 in
-    its set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py). A swizzle
-    steps consecutive blocks along a band of 2^swz columns first: the columns between the two slots' blocks are
-    taken from the grid (`_schedule.tile_of`, up to 64 blocks sampled); held-out seed 9 #123 (swizzle 3: slots 5
-    columns apart, 2.5 lines, another set) counted the other slot in its set half the time (A L1 misses +163 %)."""
+    """Co-resident CTAs' window lines (this CTA's included, ``resident`` CTAs in all) in the class of L1 sets of a line
+    of this CTA's window, in tiles' windows, where the pixels reach only 1 / nclass of the sets: a pixel pitch a
+    whole number of set strides puts a group step's lines in the sets its channel block's place in the pixel picks.
+    Slot s of an SM holds the CTA sms s blocks after slot 0's: its column's first group dg groups of C_g on (taken
+    from the grid's blocks, `_slot_groups`; past the grid's end, dcol = s sms / tiles_m columns and dcol T_n / K_g
+    groups on, floor or ceiling weighted by the remainder); its window's lines in each of this window's lines'
+    class, `_class_lines` (a window of one line: 1 where it falls in the class). Seed 1 #34 (64 groups of 6
+    channels, 1,536-byte pixels in one set of 4, 7 CTAs an SM, the 6 others of other columns) counted all 7 in its
+    set. Checked against an enumeration of blocks and byte offsets (tests/test_grouped_model.py). A swizzle steps
+    consecutive blocks along a band of 2^swz columns first: the columns between the two slots' blocks are taken from
+    the grid (`_schedule.tile_of`, up to 64 blocks sampled); held-out seed 9 #123 (swizzle 3: slots 5 columns apart,
+    2.5 lines, another set) counted the other slot in its set half the time (A L1 misses +163 %)."""
     if nclass <= 1:
         return resident
     tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
@@ -280,20 +280,21 @@ def _same_class_residents(layer, kernel, gpu, resident, nclass) -> float:
 
 
 def _class_lines(layer, kernel, line, nclass, dg) -> float:
-    """Lines of the window of a CTA ``dg`` groups on that fall in the class of sets of a line of this CTA's window,
-    in the mean over this CTA's window lines and its channel blocks (`_block_lines`: every group's blocks, clipped
-    to C, at the pixels' alignments; a block of group g meets the same block of group g + dg, the other CTA at
-    the same group step), the groups with a partner that far on or back, each way half. A straddling window puts a line in each of two
-    classes: held-out seed 16 #276 (64 depthwise fp32 channels, 256-byte pixels in 2 of 4 sets, columns of 32
-    groups): column 0's windows straddle into column 1's line at 31 of 32 steps, so on an SM of two CTAs of each
-    column a set holds all four tiles' pixels, 128 lines on 96 ways (replayed), where counting first lines alone
-    put two in it (A L1 misses -98.6 %). ``dg`` = 0: this CTA's own lines in the class (1 for a window of at
+    """Lines of the window of a CTA ``dg`` groups on that fall in the class of sets of a line of this CTA's window, in
+    the mean over this CTA's window lines and its channel blocks (`_block_lines`: every group's blocks, clipped to
+    C, at the pixels' alignments; a block of group g meets the same block of group g + dg, the other CTA at the same
+    group step), the groups with a partner that far on or back, each way half. A straddling window puts a line in
+    each of two classes: held-out seed 16 #276 (64 depthwise fp32 channels, 256-byte pixels in 2 of 4 sets, columns
+    of 32 groups): column 0's windows straddle into column 1's line at 31 of 32 steps, so on an SM of two CTAs of
+    each column a set holds all four tiles' pixels, 128 lines on 96 ways (replayed), where counting first lines
+    alone put two in it (A L1 misses -98.6 %). ``dg`` = 0: this CTA's own lines in the class (1 for a window of at
     most ``nclass`` lines)."""
     _, first, last = _block_lines(layer, kernel, line)
     groups = layer.groups
     if dg >= groups:
         return 0.0
-    first, last = first.reshape(groups, first.shape[0] // groups, -1), last.reshape(groups, last.shape[0] // groups, -1)
+    per = first.shape[0] // groups                 # channel blocks a group
+    first, last = first.reshape(groups, per, -1), last.reshape(groups, per, -1)
     early, late = slice(0, groups - dg), slice(dg, groups)
     out = 0.0
     for mine, other in ((early, late), (late, early)):  # the other CTA dg groups on, or dg groups back

@@ -1,11 +1,12 @@
-"""A per-process memo of the model's figures, keyed by layer shape: those that depend on the layer and the kernel
-but not on the GPU or the factors (the exact L1 counts, `_counts.l1_counts`; an op's `Geometry`; strided
+"""A per-process memo of the model's figures, keyed by layer shape: those that depend on the layer and the
+kernel but not on the GPU or the factors (the exact L1 counts, `_counts.l1_counts`; an op's `Geometry`; strided
 dgrad's sub-problems), some that do (keyed by the GPU's figures too), and whole predictions, keyed by the
-layer's shape, the GPU, the kernel and the factors (`model._predict_shape`: a network's layers of one shape
-are predicted once; each call gets its own copy of the dict). A scaling study, a training step's three GPUs or a calibration predicts each layer many
-times; these figures are then computed once. They cost 25-30 us of a 100 us prediction (fprop, dgrad;
-measured with `benchmarks/bench_analytic.py`, which clears the memo before each pass over its layers so
-that it times what a pass over four networks on three GPUs costs, not a steady state of hits).
+layer's shape, the GPU, the kernel and the factors (`model._predict_shape`: a network's layers of one shape are
+predicted once; each call gets its own copy of the dict, and the memoized one is never handed out). A scaling
+study, a training step's three GPUs or a calibration predicts each layer many times; these figures are then
+computed once. They cost 25-30 us of a 100 us prediction (fprop, dgrad; measured with
+`benchmarks/bench_analytic.py`, which clears the memo before each pass over its layers so that it times what a
+pass over four networks on three GPUs costs, not a steady state of hits).
 
 A layer is looked up by its shape, not its name (`ConvLayer.shape`): a network's repeated blocks (resnet50's
 53 conv layers have 23 shapes, mobilenet_v2's 52 have 30) share their figures. No memoized figure may

@@ -14,9 +14,10 @@ workload has 48 over its three GPUs, 0.6-0.7 s in all), which a study pays once 
 over the workload starts with the model's memo of GPU-independent figures cleared (`analytic._memo`):
 within a pass the three GPUs share each layer's exact counts and geometry, as a user's study of a
 network on three GPUs does, and so do a network's layers of one shape (the memo is keyed by shape:
-resnet50's 53 conv layers have 23, the grouped networks' 186 have 100), but no pass finds the last one's. Layers of one shape on one GPU share the whole prediction
-(`analytic.model._predict_shape`); the "distinct shapes" line times each (shape, GPU) of the workload once a pass,
-the cost of a prediction that shares nothing but the GPU-independent figures.
+resnet50's 53 conv layers have 23, the grouped networks' 186 have 100), but no pass finds the last one's.
+Layers of one shape on one GPU share the whole prediction (`analytic.model._predict_shape`); the "distinct
+shapes" line times each (shape, GPU) of the workload once a pass, the cost of a prediction that shares nothing
+but the GPU-independent figures.
 """
 from __future__ import annotations
 
