@@ -12,6 +12,7 @@ import analytic.model as model
 import simcore
 import traces
 from analytic._l2 import OWN_PLACE, blocks_dispersion, hash_dispersion, l2_miss_prob
+from analytic._memo import clear_memo
 from analytic._stores import STORE_WAVES, wave_store_lines
 from tests.naive_schedule import naive_valid_blocks
 from tests.test_l2_dispersion import _sweep_miss, naive_dispersion
@@ -99,6 +100,7 @@ def test_a_wave_loads_the_partial_tile_rows_only(monkeypatch):
         return real(dens_l, tm, delta, b_slice_lines, na, nb, runs)
 
     monkeypatch.setattr(model, "_wave_loads", spy)
+    clear_memo()                          # whole predictions are memoized: this one must run the engine
     analytic.predict_layer(layer, gpu, kernel)
     full = [a for a, na in seen if na == 5]
     assert full and all(a == pytest.approx(1058 * 16) for a in full)
