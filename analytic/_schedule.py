@@ -112,18 +112,27 @@ def brep_overlap(tiles_m, tiles_n, swz, sms, cps, m_div, bcls, overlap, max_wave
 
 
 @njit(cache=True)
-def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg, m_div, bcls, ashift, apq):
+def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg, m_div, bcls, ashift, apq,
+              slot_tm=None, slot_tn=None):
     """The CTAs of SM ``sm`` in wave ``w``: their number k, and in ``cfg[s]`` slot s's columns
     CFG_K .. CFG_GAPB (CFG_WEIGHT left alone). ``tm_`` / ``tn_`` (2 cps long: this wave's slots, then the
-    previous wave's) hold their tile_m and B keys (`b_key`); distinct A windows are counted by `a_key`."""
+    previous wave's) hold their tile_m and B keys (`b_key`); distinct A windows are counted by `a_key`.
+    ``slot_tm`` / ``slot_tn``: the tiles at each dispatch position of a grid of one wave, -1 where the block
+    there reads nothing (strided dgrad's store-only and idle blocks: they take a slot in the first pass and
+    retire; `sm_config_summary`); the SM's CTAs are the others, in slot order."""
     base = w * per_wave + sm
     k = 0
     for s in range(cps):
         v = base + s * sms
         if v >= ctas:
             break
-        tm_[s], tn_[s] = tile_of(v, tiles_m, tiles_n, swz)
-        tn_[s] = b_key(tm_[s], tn_[s], m_div, bcls)
+        if slot_tm is not None:
+            if slot_tm[v] < 0:
+                continue
+            tm_[k], tn_[k] = slot_tm[v], slot_tn[v]
+        else:
+            tm_[k], tn_[k] = tile_of(v, tiles_m, tiles_n, swz)
+        tn_[k] = b_key(tm_[k], tn_[k], m_div, bcls)
         k += 1
     if k == 0:
         return 0
@@ -282,14 +291,16 @@ def _config_key(cfg, s, base):
 
 
 @njit(cache=True)
-def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None, ashift=None, apq=None):
+def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None, ashift=None, apq=None,
+                      slot_tm=None, slot_tn=None):
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
     appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
     and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us;
     measured). With ``ashift`` and ``apq`` (strided dgrad, `row_shifts`, `_tile_start`) a sample's rows
     are split by the A windows its SM's out-of-step tiles of one place add (NA_EXTRA, `_extra_windows`),
-    weighted by their share of k-steps."""
-    ctas = tiles_m * tiles_n
+    weighted by their share of k-steps. ``slot_tm`` / ``slot_tn`` (a grid of one wave, `_sm_slots`): the
+    tiles at each of its dispatch positions, the grid's blocks that read nothing among them."""
+    ctas = tiles_m * tiles_n if slot_tm is None else slot_tm.shape[0]
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)
     cfg = np.zeros((cps, _CFG_COLS), np.float64)
@@ -302,7 +313,7 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     hist = np.zeros(4 * cps + 1, np.float64)
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
-                      tm_, tn_, cfg, m_div, bcls, ashift, apq)
+                      tm_, tn_, cfg, m_div, bcls, ashift, apq, slot_tm, slot_tn)
         shared = False
         for s in range(k):
             shared = shared or cfg[s, CFG_ASHARE] > 0.5

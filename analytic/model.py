@@ -25,7 +25,7 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._followers import follower_misses, follower_windows, window_lines
 from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
-                        l2_classes, refetch_waves, sm_config_summary)
+                        l2_classes, refetch_waves, sm_config_summary, tile_of)
 from ._store_only import store_only_rereads
 from ._timeline import lead_share
 from ._issue_order import one_back_tables
@@ -154,7 +154,8 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     tpf = _cdiv(layer.n * _cdiv(layer.h, layer.stride[0]) * _cdiv(layer.w, layer.stride[1]), kernel.tile_m)
     bcls = dgrad_b_classes(layer, kernel, gpu.sector_bytes)
     cfg = sm_config_summary(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, SM_SAMPLES,
-                            tpf, bcls, *dgrad_a_shifts(layer, kernel, gpu.line_bytes))
+                            tpf, bcls, *dgrad_a_shifts(layer, kernel, gpu.line_bytes),
+                            *_first_pass_slots(layer, kernel, gpu.sms, cps, tpf))
     cfg = filters_in_step(cfg, _lockstep_share(layer, kernel, gpu, machine, tpf))
     # a slot that shares an earlier slot's class of filter sectors finds, at one k-step, the sectors both
     # sub-problems' taps read then: all of them for the same sub-problem, a share for another
@@ -230,6 +231,32 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     ksteps = max((g.ksteps for g, _ in subs), default=0)
     total.update(layer_time(layer, gpu, kernel, total, machine, (max(ctas, 1), ksteps, float(layer.flops))))
     return total
+
+
+def _first_pass_slots(layer, kernel, sms, cps, tpf) -> tuple:
+    """Strided dgrad: where the whole grid, store-only and idle blocks included, fits in one wave, the first
+    pass places every block (DESIGN section 3: block i on SM i mod SMs, its slot i // SMs), so the loading
+    CTAs sit where their own block ids put them, not where a grid of loading CTAs alone would; (the loading
+    grid's tile at each dispatch position, its tile_n; -1 where the block loads nothing) for
+    `_schedule.sm_config_summary`. () otherwise: past the first wave the blocks that read nothing retire at
+    once and the loading ones fill the SMs. Seed 2 #239 (1x1 stride 2: 3 of 4 sub-problems store only; 128
+    blocks on 224 slots): SM 0 holds blocks 0, 56 and 112, all of tile_m 0, whose A reads hit 56 % in the
+    simulation; the loading grid alone put one CTA an SM and predicted none."""
+    starts = strided_starts(layer)
+    tiles_n = _cdiv(layer.c, kernel.tile_n)
+    total = tpf * len(starts) * tiles_n
+    loading = [bool(nr and ns) for *_rest, nr, ns in starts]
+    if all(loading) or total > sms * cps:
+        return ()
+    place = np.cumsum(loading) - 1                     # a loading sub-problem's index among the loading ones
+    slot_tm = np.full(total, -1, np.int64)
+    slot_tn = np.full(total, -1, np.int64)
+    for b in range(total):
+        cm, cn = tile_of(b, tpf * len(starts), tiles_n, kernel.swizzle_log)
+        f = cm // tpf
+        if loading[f]:
+            slot_tm[b], slot_tn[b] = place[f] * tpf + cm % tpf, cn
+    return slot_tm, slot_tn
 
 
 def _lockstep_share(layer, kernel, gpu, machine, tpf) -> float:
