@@ -233,6 +233,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     return total
 
 
+@memo(256)
 def _first_pass_slots(layer, kernel, sms, cps, tpf) -> tuple:
     """Strided dgrad: where the whole grid, store-only and idle blocks included, fits in one wave, the first
     pass places every block (DESIGN section 3: block i on SM i mod SMs, its slot i // SMs), so the loading
@@ -256,6 +257,8 @@ def _first_pass_slots(layer, kernel, sms, cps, tpf) -> tuple:
         f = cm // tpf
         if loading[f]:
             slot_tm[b], slot_tn[b] = place[f] * tpf + cm % tpf, cn
+    slot_tm.setflags(write=False)
+    slot_tn.setflags(write=False)
     return slot_tm, slot_tn
 
 
