@@ -60,6 +60,16 @@ def tile_of(v, tiles_m, tiles_n, swz):
 
 
 @njit(cache=True)
+def grid_tiles(tiles_m, tiles_n, swz):
+    """(tile_m, tile_n) of every valid block, in block order (`tile_of`): two arrays."""
+    cm = np.empty(tiles_m * tiles_n, np.int64)
+    cn = np.empty(tiles_m * tiles_n, np.int64)
+    for v in range(tiles_m * tiles_n):
+        cm[v], cn[v] = tile_of(v, tiles_m, tiles_n, swz)
+    return cm, cn
+
+
+@njit(cache=True)
 def column_ranges(first, count, tiles_m, tiles_n, swz):
     """(lo, hi) per tile_m: the lowest and highest tile_n among valid blocks first .. first + count - 1
     (`tile_of`; -1 / tiles_n where the range holds none of the tile's blocks). A tile's blocks come in

@@ -25,7 +25,7 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._followers import follower_misses, follower_windows, window_lines
 from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
-                        l2_classes, refetch_waves, sm_config_summary, tile_of)
+                        grid_tiles, l2_classes, refetch_waves, sm_config_summary)
 from ._store_only import store_only_rereads
 from ._timeline import lead_share
 from ._issue_order import one_back_tables
@@ -249,14 +249,12 @@ def _first_pass_slots(layer, kernel, sms, cps, tpf) -> tuple:
     loading = [bool(nr and ns) for *_rest, nr, ns in starts]
     if all(loading) or total > sms * cps:
         return ()
+    loading = np.array(loading)
     place = np.cumsum(loading) - 1                     # a loading sub-problem's index among the loading ones
-    slot_tm = np.full(total, -1, np.int64)
-    slot_tn = np.full(total, -1, np.int64)
-    for b in range(total):
-        cm, cn = tile_of(b, tpf * len(starts), tiles_n, kernel.swizzle_log)
-        f = cm // tpf
-        if loading[f]:
-            slot_tm[b], slot_tn[b] = place[f] * tpf + cm % tpf, cn
+    cm, cn = grid_tiles(tpf * len(starts), tiles_n, kernel.swizzle_log)
+    load = loading[cm // tpf]
+    slot_tm = np.where(load, place[cm // tpf] * tpf + cm % tpf, -1)
+    slot_tn = np.where(load, cn, -1)
     slot_tm.setflags(write=False)
     slot_tn.setflags(write=False)
     return slot_tm, slot_tn
