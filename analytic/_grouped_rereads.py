@@ -258,8 +258,10 @@ def _reread_table(layer, kernel, sets, line) -> tuple:
 
 
 def _rows_of(longest, intra, cross, chunk=256) -> np.ndarray:
-    """`_row_of` of every longest row at once (each kind's rows against its table in chunks; 8 % of a grouped
-    prediction went to the row-by-row search, measured on the grouped networks)."""
+    """The index of the intra row (kind 0: t, d, dm) or merged cross row (kind 1: d, dm, window, reach, window in
+    every set) that each longest row is (its miss chance is that row's: 0 apart, rows are merged on these keys),
+    every kind's rows against its table at once, in chunks (8 % of a grouped prediction went to a row-by-row
+    search, measured on the grouped networks; tests/test_grouped_rereads.py keeps it as the reference)."""
     out = np.zeros(longest.shape[0], np.float64)
     for kind, table, cols, keys in ((0.0, intra, [0, 1, 2], [1, 2, 3]), (1.0, cross, [0, 1, 3, 4, 5], [2, 3, 5, 6, 7])):
         rows = np.flatnonzero(longest[:, 0] == kind)
@@ -273,20 +275,10 @@ def _rows_of(longest, intra, cross, chunk=256) -> np.ndarray:
     return out
 
 
-def _row_of(row, intra, cross) -> int:
-    """The index of the intra row (kind 0: t, d, dm) or merged cross row (kind 1: d, dm, window, reach, window
-    in every set) that a longest row is (its miss chance is that row's)."""
-    if row[0] == 0.0:
-        gap = np.abs(intra[:, :3] - row[1:4]).sum(axis=1)
-    else:
-        gap = np.abs(cross[:, [0, 1, 3, 4, 5]] - row[[2, 3, 5, 6, 7]]).sum(axis=1)
-    return int(np.argmin(gap))                    # the row itself (0 apart; rows are merged on these keys)
-
-
 def _longest_rows(longest, cross, rs, phase) -> np.ndarray:
     """Each (pixel, tile) pair's longest re-read (`_tile_rereads`' fourth table, rows (kind, t or t_last, d or
     t_first, dm, weight)) as (kind, t, d, dm, weight, window, reach, window in every set, the row it is,
-    `_row_of`): a next group's re-read (kind 1) with `_cross_windows`' shares from the cross rows' (last,
+    `_rows_of`): a next group's re-read (kind 1) with `_cross_windows`' shares from the cross rows' (last,
     first) distribution, d = R S - t_last + t_first; one inside the group (kind 0) with t and d."""
     out = np.zeros((longest.shape[0], 9), np.float64)
     out[:, :5] = longest

@@ -190,3 +190,23 @@ def test_previous_waves_filter_slice_is_found_in_the_l1():
     pred = analytic.predict_layer(layer, gpu, kernel)
     hits, sectors = Mx.L1_LD_HITS + ":B", Mx.L1_LD_SECTORS + ":B"
     assert abs(pred[hits] - sim[hits]) / sim[sectors] < 0.03
+
+
+def naive_row_of(row, intra, cross) -> int:
+    """The row-by-row search: the intra row (kind 0: t, d, dm) or merged cross row (kind 1: d, dm, window, reach,
+    window in every set) nearest a longest row."""
+    if row[0] == 0.0:
+        gap = np.abs(intra[:, :3] - row[1:4]).sum(axis=1)
+    else:
+        gap = np.abs(cross[:, [0, 1, 3, 4, 5]] - row[[2, 3, 5, 6, 7]]).sum(axis=1)
+    return int(np.argmin(gap))
+
+
+@pytest.mark.parametrize("net", ["mobilenet_v2", "resnext50_32x4d", "efficientnet_b0"])
+def test_longest_rows_find_their_rows_as_the_row_by_row_search(net):
+    from analytic._grouped_rereads import _reread_table
+    layers = [x for x in traces.network(net, 2) if x.groups > 1]
+    assert layers
+    for layer in layers:
+        intra, cross, longest = _reread_table(layer, KernelConfig(), 4, 128)
+        assert longest[:, 8].tolist() == [naive_row_of(row, intra, cross) for row in longest], layer.name
