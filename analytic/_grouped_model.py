@@ -29,12 +29,12 @@ from ._grouped_rereads import (_issue_order, _reread_misses, _reread_table, _win
 from ._geometry import _fprop, grid
 from ._memo import memo
 from ._readers import later_windows, reader_windows
-from ._schedule import SM_SAMPLES, grid_schedule, sm_config_summary, tile_of
+from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, sm_config_summary, tile_of
 
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4e7cebc874118543"
+_JIT_DEPS_SHA256 = "f1e5c0f6934346ae"
 
 
 @memo()
@@ -679,9 +679,61 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
                         layer.c * kernel.elem_bytes, width, line)
     tab = _NO_TAB if tab is None else tab
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
-    missed = sum(hist_ra[g] * l2_miss_window((f1 + (g - 1) * fnew) / cap, ways, cliff, tab)
-                 for g in range(1, hist_ra.shape[0]) if hist_ra[g])
-    return missed / (tiles_m * (tiles_n - 1))
+    if share == 1.0:
+        missed = sum(hist_ra[g] * l2_miss_window((f1 + (g - 1) * fnew) / cap, ways, cliff, tab)
+                     for g in range(1, hist_ra.shape[0]) if hist_ra[g])
+        return missed / (tiles_m * (tiles_n - 1))
+    # kSingleGroup with share columns a group: a group's later columns re-read all its sectors, its first
+    # column only those it shares with the group before; so the pairs weigh by the sectors they share
+    hists = _group_pair_gaps(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms * machine[0], int(share))
+    missed = pairs = 0.0
+    for hist, overlap in zip(hists, _pair_overlaps(layer, kernel, gpu.sector_bytes, int(share))):
+        pairs += overlap * float(hist.sum())
+        missed += overlap * sum(hist[g] * l2_miss_window((f1 + (g - 1) * fnew) / cap, ways, cliff, tab)
+                                for g in range(1, hist.shape[0]) if hist[g])
+    return missed / pairs if pairs > 0.0 else 0.0
+
+
+@functools.lru_cache(maxsize=1024)
+def _group_pair_gaps(tiles_m, tiles_n, swz, per_wave, share) -> tuple:
+    """`_schedule.column_pair_gaps` with ``_PAIR_SAMPLES`` tiles, memoized per grid, read-only."""
+    hists = column_pair_gaps(tiles_m, tiles_n, swz, per_wave, share, _PAIR_SAMPLES)
+    for hist in hists:
+        hist.setflags(write=False)
+    return hists
+
+
+@memo()
+def _pair_overlaps(layer, kernel, sec, share) -> tuple:
+    """Sectors per pixel that CTA column j shares with column j - 1 (their channel ranges' common sectors,
+    over one period of the pixel alignments; a column's range as in `_column_units`), averaged over the pairs
+    of one group (j not a multiple of ``share``) and over a group's first column and the column before."""
+    tn, tk, eb = kernel.tile_n, kernel.tile_k, kernel.elem_bytes
+    cg, kg, gpc = layer.c_per_group, layer.k_per_group, groups_per_cta(layer, kernel)
+    pitch = layer.c * eb
+    period = sec // math.gcd(pitch, sec)
+    nsec = period * pitch // sec
+
+    def sectors(col):
+        first = col * tn // kg
+        last = min(first + gpc, layer.groups) - 1
+        hi = min(last * cg + (cdiv(cg, tk) - 1) * tk + tk, layer.c)
+        return {x % nsec for i in range(period)
+                for x in range((i * pitch + first * cg * eb) // sec, (i * pitch + hi * eb - 1) // sec + 1)}
+
+    sums, counts = [0.0, 0.0], [0, 0]
+    prev = sectors(0)
+    for col in range(1, cdiv(layer.k, tn)):
+        cur = sectors(col)
+        kind = 0 if col % share else 1
+        sums[kind] += len(prev & cur) / period
+        counts[kind] += 1
+        prev = cur
+    return tuple(s / n if n else 0.0 for s, n in zip(sums, counts))
+
+
+# tile_m rows sampled for `_group_pair_gaps` (every one up to this many)
+_PAIR_SAMPLES = 256
 
 
 def _group_windows(layer, kernel, columns) -> float:

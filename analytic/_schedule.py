@@ -587,6 +587,43 @@ def wave_stats(tiles_m, tiles_n, swz, per_wave, max_samples):
     return hist_a, hist_b, hist_h, sums, per
 
 
+@njit(cache=True)
+def block_index(x, j, tiles_m, tiles_n, swz):
+    """Valid block index of tile (x, j): the inverse of `tile_of`."""
+    width = 1 << swz
+    full_rows = tiles_n >> swz
+    r = j >> swz
+    if r < full_rows:
+        return r * tiles_m * width + (x << swz) + (j & (width - 1))
+    rem = tiles_n - (full_rows << swz)
+    return full_rows * tiles_m * width + x * rem + (j - (full_rows << swz))
+
+
+@njit(cache=True)
+def column_pair_gaps(tiles_m, tiles_n, swz, per_wave, share, max_samples):
+    """Waves between the reads of tile_m x by columns j - 1 and j (j >= 1): (hist_in, hist_first), the pairs
+    whose column j is not, and is, the first of ``share`` consecutive columns (kSingleGroup: a group's columns
+    split its filters and read one channel range; its first column reads new channels but those sectors the
+    group before shares). hist[g]: pairs g waves apart (0: in one wave; GAP_MAX: that many or more), over
+    every tile_m (at most ``max_samples`` of them, scaled). A tile's blocks come in ascending column order
+    (`tile_of`), so column j - 1 is the last to read x before column j, whatever the swizzle."""
+    hist_in = np.zeros(GAP_MAX + 1, np.float64)
+    hist_first = np.zeros(GAP_MAX + 1, np.float64)
+    take = min(tiles_m, max(1, max_samples))
+    weight = tiles_m / take
+    for i in range(take):
+        x = sample_index(i, take, tiles_m)
+        prev = block_index(x, 0, tiles_m, tiles_n, swz) // per_wave
+        for j in range(1, tiles_n):
+            w = block_index(x, j, tiles_m, tiles_n, swz) // per_wave
+            if j % share != 0:
+                hist_in[min(w - prev, GAP_MAX)] += weight
+            else:
+                hist_first[min(w - prev, GAP_MAX)] += weight
+            prev = w
+    return hist_in, hist_first
+
+
 @functools.lru_cache(maxsize=4096)
 def last_wave_hists(tiles_m, tiles_n, swz, per_wave) -> tuple:
     """(hist_a, hist_h) of the grid's last wave alone (`wave_stats`' histograms sum every wave): its
