@@ -15,7 +15,7 @@ import simcore
 import traces
 from analytic._counts import _ramp
 from analytic._grouped_rereads import (_axis_arrays, _cross_windows, _issue_order, _jittered_miss, _merged,
-                                     _tile_rereads, residency_classes)
+                                     _tile_rereads, _unique_rows, residency_classes)
 from simcore import metrics as Mx
 from traces import ConvLayer, KernelConfig
 
@@ -210,3 +210,16 @@ def test_longest_rows_find_their_rows_as_the_row_by_row_search(net):
     for layer in layers:
         intra, cross, longest = _reread_table(layer, KernelConfig(), 4, 128)
         assert longest[:, 8].tolist() == [naive_row_of(row, intra, cross) for row in longest], layer.name
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.lists(st.tuples(*[st.sampled_from([0.0, 0.25, 0.5, 1.0, 3.0, 7.5])] * 5), min_size=0, max_size=40))
+def test_unique_rows_is_numpys_unique_over_rows(data):
+    rows = np.array(data, np.float64).reshape(-1, 5)
+    keys, inverse = _unique_rows(rows)
+    if rows.shape[0] == 0:
+        assert keys.shape == (0, 5) and inverse.shape == (0,)
+        return
+    want_keys, want_inverse = np.unique(rows, axis=0, return_inverse=True)
+    assert np.array_equal(keys, want_keys)
+    assert np.array_equal(inverse, want_inverse.ravel())
