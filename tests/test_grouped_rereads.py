@@ -14,7 +14,7 @@ import analytic
 import simcore
 import traces
 from analytic._counts import _ramp
-from analytic._grouped_rereads import (_axis_arrays, _cross_windows, _issue_order, _jittered_miss, _merged,
+from analytic._grouped_rereads import (_axis_arrays, _between, _cross_windows, _issue_order, _jittered_miss, _merged,
                                      _tile_rereads, _unique_rows, residency_classes)
 from simcore import metrics as Mx
 from traces import ConvLayer, KernelConfig
@@ -223,3 +223,31 @@ def test_unique_rows_is_numpys_unique_over_rows(data):
     want_keys, want_inverse = np.unique(rows, axis=0, return_inverse=True)
     assert np.array_equal(keys, want_keys)
     assert np.array_equal(inverse, want_inverse.ravel())
+
+
+def numpy_between(last, first, weight, rows, rs, q_last=None, q_first=None):
+    """`_between` as numpy computed it before it was compiled: the joint table by np.add.at, the shares from two
+    cumulative sums."""
+    joint = np.zeros((rs + 1, rs + 1), np.float64)
+    np.add.at(joint, (last[rows], first[rows]), weight[rows])
+    below = np.zeros((rs + 1, rs + 2), np.float64)
+    below[1:, :rs + 1] = np.cumsum(np.cumsum(joint[:rs, ::-1], axis=1)[:, ::-1], axis=0)
+    share = joint.sum()
+    if q_last is None:
+        q_last, q_first = last[rows], first[rows]
+    return (np.clip(share - below[q_last, q_first], 0.0, 1.0), np.clip(share - below[q_last, q_first + 1], 0.0, 1.0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rs=st.integers(1, 25), n=st.integers(1, 60), seed=st.integers(0, 2**31 - 1), own=st.booleans())
+def test_between_matches_its_numpy_form(rs, n, seed, own):
+    rng = np.random.default_rng(seed)
+    last = rng.integers(0, rs, n)
+    first = rng.integers(0, rs, n)
+    weight = rng.random(n) / n
+    rows = rng.random(n) < 0.7
+    q = (None, None) if own else (rng.integers(0, rs, 9), rng.integers(0, rs, 9))
+    got = _between(last, first, weight, rows, rs, *q)
+    want = numpy_between(last, first, weight, rows, rs, *q)
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w)
