@@ -7,6 +7,7 @@ CTA slots (<= CTAs per SM) and bounded periods.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -171,17 +172,21 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
         if key not in sched:
             sched[key] = (cfg, grid_schedule(key[0], key[1], swz, gpu.sms, cps)[1])
-    total = None
+    keys, acc = None, None
     uniq_sum = 0.0
     for geo, mult in groups:
         part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched, counted=False,
                              brep_share=share, followers=False)
         uniq_sum += mult * part.pop("_uniq_a")
-        if total is None:
-            total = {key: mult * value for key, value in part.items()}
+        # the sub-problems' figures summed key by key in one array (a loop over the ~200 keys of each took 6 %
+        # of a strided dgrad prediction, measured; the same sums in the same order)
+        if keys is None:
+            keys = list(part)
+            pick = operator.itemgetter(*keys)
+            acc = mult * np.array(pick(part), np.float64)
         else:
-            for key, value in part.items():
-                total[key] += mult * value
+            acc += mult * np.array(pick(part), np.float64)
+    total = dict(zip(keys, acc.tolist()))
     # store-only CTAs (no tap reaches their rows) write zeros: scale the output side to every store
     stored = total[Mx.L1_ST_SECTORS]
     if stored and ex["sec_C"] != stored:
