@@ -34,7 +34,7 @@ from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, sm_config_su
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "69ee91e6b182bc7a"
+_JIT_DEPS_SHA256 = "8f08db691da5ac88"
 
 
 @memo()
@@ -51,18 +51,21 @@ def dense_equivalent(layer, kernel):
     return sub, _fprop(sub, kernel), copies
 
 
-def _sectors_per_pixel(lo, hi, pitch, eb, sec):
-    """Distinct sectors per pixel that channels [lo, hi) of consecutive pixels (pitch bytes apart) cover:
-    counted cyclically over one period of the pixel alignments (lcm(pitch, sec) bytes), so pixels
-    narrower than a sector share theirs."""
+def _period_sectors(lo, hi, pitch, eb, sec) -> tuple:
+    """(the sectors, cyclically numbered, that channels [lo, hi) of consecutive pixels (pitch bytes apart)
+    touch over one period of the pixel alignments (lcm(pitch, sec) bytes), the period in pixels)."""
     period = sec // math.gcd(pitch, sec)
     nsec = period * pitch // sec
-    mark = [False] * nsec
-    for i in range(period):
-        base = i * pitch
-        for x in range((base + lo * eb) // sec, (base + hi * eb - 1) // sec + 1):
-            mark[x % nsec] = True
-    return sum(mark) / period
+    return {x % nsec for i in range(period)
+            for x in range((i * pitch + lo * eb) // sec, (i * pitch + hi * eb - 1) // sec + 1)}, period
+
+
+def _sectors_per_pixel(lo, hi, pitch, eb, sec):
+    """Distinct sectors per pixel that channels [lo, hi) of consecutive pixels (pitch bytes apart) cover:
+    counted cyclically over one period of the pixel alignments (`_period_sectors`), so pixels narrower than
+    a sector share theirs."""
+    touched, period = _period_sectors(lo, hi, pitch, eb, sec)
+    return len(touched) / period
 
 
 def a_misses(layer, kernel, sec, cross_miss, intra_miss=0.0) -> tuple:
@@ -94,17 +97,24 @@ def _pixel_sectors(layer, kernel, sec) -> tuple:
 def _column_units(layer, kernel, unit) -> float:
     """Distinct ``unit``-byte units (sectors, lines) per pixel that the CTA columns' channel ranges cover,
     summed over the columns (a column's groups, blocks past a group's end included)."""
-    tn, tk, eb = kernel.tile_n, kernel.tile_k, kernel.elem_bytes
-    cg, kg, gpc = layer.c_per_group, layer.k_per_group, groups_per_cta(layer, kernel)
+    eb = kernel.elem_bytes
     total = 0.0
-    for col in range(cdiv(layer.k, tn)):
-        first = col * tn // kg
-        last = min(first + gpc, layer.groups) - 1
-        if last < first:
-            continue
-        hi = min(last * cg + (cdiv(cg, tk) - 1) * tk + tk, layer.c)
-        total += _sectors_per_pixel(first * cg, hi, layer.c * eb, eb, unit)
+    for col in range(cdiv(layer.k, kernel.tile_n)):
+        channels = _column_channels(layer, kernel, col)
+        if channels is not None:
+            total += _sectors_per_pixel(*channels, layer.c * eb, eb, unit)
     return total
+
+
+def _column_channels(layer, kernel, col):
+    """The channels [lo, hi) CTA column ``col`` reads in each pixel: its groups' (kMultipleGroup: tile_n / K_g
+    of them), each in whole tile_k blocks, the last clipped to C; None for a column past the last group."""
+    tk, cg = kernel.tile_k, layer.c_per_group
+    first = col * kernel.tile_n // layer.k_per_group
+    last = min(first + groups_per_cta(layer, kernel), layer.groups) - 1
+    if last < first:
+        return None
+    return first * cg, min(last * cg + (cdiv(cg, tk) - 1) * tk + tk, layer.c)
 
 
 @memo()
@@ -684,19 +694,19 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
                         layer.c * kernel.elem_bytes, width, line)
     tab = _NO_TAB if tab is None else tab
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
+
+    def missed(hist):                                       # re-reads g >= 1 waves on meet g waves' lines
+        return sum(hist[g] * l2_miss_window((f1 + (g - 1) * fnew) / cap, ways, cliff, tab)
+                   for g in range(1, hist.shape[0]) if hist[g])
+
     if share == 1.0:
-        missed = sum(hist_ra[g] * l2_miss_window((f1 + (g - 1) * fnew) / cap, ways, cliff, tab)
-                     for g in range(1, hist_ra.shape[0]) if hist_ra[g])
-        return missed / (tiles_m * (tiles_n - 1))
+        return missed(hist_ra) / (tiles_m * (tiles_n - 1))
     # kSingleGroup with share columns a group: a group's later columns re-read all its sectors, its first
     # column only those it shares with the group before; so the pairs weigh by the sectors they share
     hists = _group_pair_gaps(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms * machine[0], int(share))
-    missed = pairs = 0.0
-    for hist, overlap in zip(hists, _pair_overlaps(layer, kernel, gpu.sector_bytes, int(share))):
-        pairs += overlap * float(hist.sum())
-        missed += overlap * sum(hist[g] * l2_miss_window((f1 + (g - 1) * fnew) / cap, ways, cliff, tab)
-                                for g in range(1, hist.shape[0]) if hist[g])
-    return missed / pairs if pairs > 0.0 else 0.0
+    weights = _pair_overlaps(layer, kernel, gpu.sector_bytes, int(share))
+    pairs = sum(w * float(hist.sum()) for hist, w in zip(hists, weights))
+    return sum(w * missed(hist) for hist, w in zip(hists, weights)) / pairs if pairs > 0.0 else 0.0
 
 
 @functools.lru_cache(maxsize=1024)
@@ -713,23 +723,16 @@ def _pair_overlaps(layer, kernel, sec, share) -> tuple:
     """Sectors per pixel that CTA column j shares with column j - 1 (their channel ranges' common sectors,
     over one period of the pixel alignments; a column's range as in `_column_units`), averaged over the pairs
     of one group (j not a multiple of ``share``) and over a group's first column and the column before."""
-    tn, tk, eb = kernel.tile_n, kernel.tile_k, kernel.elem_bytes
-    cg, kg, gpc = layer.c_per_group, layer.k_per_group, groups_per_cta(layer, kernel)
-    pitch = layer.c * eb
-    period = sec // math.gcd(pitch, sec)
-    nsec = period * pitch // sec
+    eb = kernel.elem_bytes
 
     def sectors(col):
-        first = col * tn // kg
-        last = min(first + gpc, layer.groups) - 1
-        hi = min(last * cg + (cdiv(cg, tk) - 1) * tk + tk, layer.c)
-        return {x % nsec for i in range(period)
-                for x in range((i * pitch + first * cg * eb) // sec, (i * pitch + hi * eb - 1) // sec + 1)}
+        channels = _column_channels(layer, kernel, col)
+        return _period_sectors(*channels, layer.c * eb, eb, sec) if channels is not None else (set(), 1)
 
     sums, counts = [0.0, 0.0], [0, 0]
-    prev = sectors(0)
-    for col in range(1, cdiv(layer.k, tn)):
-        cur = sectors(col)
+    prev = sectors(0)[0]
+    for col in range(1, cdiv(layer.k, kernel.tile_n)):
+        cur, period = sectors(col)
         kind = 0 if col % share else 1
         sums[kind] += len(prev & cur) / period
         counts[kind] += 1

@@ -394,7 +394,7 @@ def _shares_at(joint, share, q_last, q_first, rs):
         acc = 0.0
         for f in range(rs, -1, -1):
             acc += joint[l, f]
-            below[l + 1, f] = below[l, f] + acc if l > 0 else acc
+            below[l + 1, f] = below[l, f] + acc               # row 0 is zeros: 0 + acc is acc (weights >= 0)
     n = q_last.shape[0]
     window = np.empty(n, np.float64)
     reach = np.empty(n, np.float64)
