@@ -322,10 +322,13 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
     counted window with the LRU step instead, at every combination of the quantiles of ``corr`` (the
     CTA's own rows, shifted by the reads' places in their k-steps; ``own``: its lines per row of
     ``lines_a_t``), ``rel`` (the tile's valid rows over the layer's) and ``b_ratio`` (the filter lines in
-    the reused line's set, for ``nb`` co-resident columns); ``na``: the co-resident A windows."""
+    the reused line's set, for ``nb`` co-resident columns); ``na``: the co-resident A windows.
+
+    Returns (missed rows, rows missed in L1 and L2, the missed rows that are reuses one position back)."""
     RS = hist.shape[0]
     total = 0.0
     total2 = 0.0
+    one = 0.0                    # the part of ``total`` from reuses one position back
     union = dscale == 1.0
     chain = np.empty(RS, np.float64)
     for t in range(RS):
@@ -372,6 +375,7 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
                     if not renewed:
                         pm = hv * pq / (nq * nv * nr)
                         total += pm
+                        one += pm
                         if l2cls[0, 0] > 0:
                             total2 += pm * _class_l2_miss(l2cls, ua, a_scale, d, l2_ways, l2_cliff, l2_tab)
                         continue
@@ -389,6 +393,8 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
             else:
                 pm = hv * (x - lo) / (hi - lo)
             total += pm
+            if d == 1:
+                one += pm
             if union and l2cls[0, 0] > 0:
                 if renewed:
                     for c in range(l2cls.shape[0]):
@@ -397,7 +403,7 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
                             l2cls[c, 2], l2_ways, l2_cliff, l2_tab, True, chain, l2cls[c, 1]))
                 else:
                     total2 += pm * _class_l2_miss(l2cls, ua, a_scale, d, l2_ways, l2_cliff, l2_tab)
-    return total, total2
+    return total, total2, one
 
 
 @njit(cache=True)
@@ -565,6 +571,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     wsum = 0.0
     miss_frac_a = 0.0
     miss2_frac_a = 0.0
+    one_frac_a = 0.0                         # the part of miss_frac_a from reuses one position back
     hit_b = 0.0
     first_miss = 0.0                         # first holders' slice reads that miss the L1 (PREV_B or none)
     first_w = 0.0
@@ -597,6 +604,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         wsum += wgt
         ma = 0.0
         ma2 = 0.0
+        mo = 0.0
         hb_acc = 0.0
         fm_acc = 0.0
         fm_w = 0.0
@@ -631,12 +639,13 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     # an earlier slot sharing the filters brings round t's filter lines into the
                     # window: new lines only where a position's filter bytes leave the previous line
                     extra = lines_b / nmax * min(1.0, bfrac) if brep else 0.0
-                    m1, m2 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
-                                       extra, l2cls, l2_scale / na, l2_ways, l2_cliff, ref, l2_tab, corr,
-                                       1.0 / (na * T), rel, na, b_ratio, nb)
+                    m1, m2, o1 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
+                                           extra, l2cls, l2_scale / na, l2_ways, l2_cliff, ref, l2_tab, corr,
+                                           1.0 / (na * T), rel, na, b_ratio, nb)
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total
+                    mo += wm * wn * o1 / rows_total
                     if blk_gap:
                         for g in range(gap_p.shape[0]):
                             if gap_p[g] > 0.0:
@@ -706,12 +715,15 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 hb_acc += wm * M / (T * tiles_m) * wn * hb
         if not arep:
             ma_raw = ma
+            keep = 1.0                       # the adjustments' share of every missed row (`ashare`'s aside)
             if blk_gap and blk_w > 0.0:
-                ma *= 1.0 - share_blk * blk_hit / blk_w
+                keep = 1.0 - share_blk * blk_hit / blk_w
+                ma *= keep
             elif share_blk > 0:
                 a_win = na * rows_distinct * (tm_valid / M) * lpw_a
                 b_win = nb * b_lines_avg * min(blk_rounds, blk_rounds * bfrac + 1.0)
-                ma *= 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
+                keep = 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
+                ma *= keep
             # one CTA lifetime's lines on the SM (its A window, its filter slice)
             a_one = rows_distinct * (tm_valid / M) * lpm_a
             b_one = min(ksteps * b_lines_avg, b_slice_avg)
@@ -727,12 +739,16 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
             # on an h200: a tile back three waves later, 24 KB of A a lifetime in 94 KB: A hits 33 %)
             back = 1.0 if prev_a else back_a
             if back > 0.5:
-                ma *= 1.0 - _life_hit(na * a_one * back, nb * b_one * back, pna * a_one * back, pnb * b_one * back,
-                                      span, ns_life * ways, lo, hi)
+                kept = 1.0 - _life_hit(na * a_one * back, nb * b_one * back, pna * a_one * back, pnb * b_one * back,
+                                       span, ns_life * ways, lo, hi)
+                ma *= kept
+                keep *= kept
             if ma_raw > 0:
                 ma2 *= ma / ma_raw
+            mo = min(mo * keep, ma)
         miss_frac_a += wgt * ma
         miss2_frac_a += wgt * ma2
+        one_frac_a += wgt * mo
         hit_b += wgt * hb_acc
         if fm_w > 0.0:
             first_miss += wgt * fm_acc / fm_w
@@ -740,8 +756,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     if wsum > 0:
         miss_frac_a /= wsum
         miss2_frac_a /= wsum
+        one_frac_a /= wsum
         hit_b /= wsum
-    return miss_frac_a, hit_b, miss2_frac_a, first_miss / first_w if first_w > 0.0 else 1.0
+    return miss_frac_a, hit_b, miss2_frac_a, first_miss / first_w if first_w > 0.0 else 1.0, one_frac_a
 
 
 @njit(cache=True)

@@ -433,6 +433,17 @@ def _follower_windows(tiles_m, tiles_n, swz, sms, cps, along_n) -> tuple:
     return out
 
 
+def _one_back_sectors(hist, rows_total, reads, spr) -> float:
+    """Sectors a reuse one position back reads, for rows narrower than a sector: a tile column's A sector
+    reads (``reads``) less ``spr`` for each of the histogram's other row accesses, over its reuses one
+    position back (at most ``spr``). A 7x7 stride-4 stem of 28-byte pixels (seed 2 #120): a row's first
+    touch stands for 3.5 sectors, its six later taps read 1.79 each, of which 1.53 sectors are not new."""
+    one = float(hist[:, 1].sum()) if hist.shape[1] > 1 else 0.0
+    if one <= 0.0:
+        return spr
+    return min(spr, max(0.0, (reads - (rows_total - one) * spr) / one))
+
+
 @memo(4096)
 def _block_classes(C, tk, eb, step, pos_step, line, sec, lpr_a, nhwc) -> tuple:
     """((A lines per row access, share of A's sectors, share of the k-steps), ...) per class of channel
@@ -669,11 +680,11 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     same = 1.0
     if nhwc and geo.op == "dgrad" and sh == 1 and sw == 1 and layer.stride == (1, 1):
         same = dgrad_phase_share(layer, kernel, unit, row_b, nsa, nsb, sets, LINE)
-    miss_frac_a = hit_b = miss2_frac_a = first_b = 0.0
+    miss_frac_a = hit_b = miss2_frac_a = first_b = one_a = 0.0
     mcls_arr = np.array(mcls, np.float64)
     for lpr_k, sec_w, ks_w in _block_classes(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb),
                                              LINE, SEC, lpr_a, nhwc):
-        m1 = hb = m2 = fm = 0.0
+        m1 = hb = m2 = fm = o1 = 0.0
         for cross, share in ((float(nmax), same), (_APART, 1.0 - same)):   # A's lines in B's windows
             if share <= 0.0:
                 continue
@@ -685,11 +696,21 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                 l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k, brep_share,
                 b_hold, b_gap, cross, b_visits)
             m1, hb, m2, fm = m1 + share * r[0], hb + share * r[1], m2 + share * r[2], fm + share * r[3]
+            o1 += share * r[4]
         miss_frac_a += sec_w * m1
         miss2_frac_a += sec_w * m2
+        one_a += sec_w * o1
         hit_b += ks_w * hb
         first_b += ks_w * fm
-    miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
+    # rows narrower than a sector (``dense``): a row's first touch stands for the sectors of its whole stride
+    # period (``spr``) and the next taps' reads for reuses one position back (`_window.a_window`). Such a
+    # reuse that misses re-fetches the sectors of its own access, not a period's: the reads the histogram's
+    # other rows (first touches, reuses further back) do not stand for, shared by its reuses one back
+    spr_one = _one_back_sectors(hist, rows_total, sec_a / tiles_n, spr) if dense and run_sectors is None else spr
+    if spr_one != spr:
+        miss_a = min(float(sec_a), ((miss_frac_a - one_a) * spr + one_a * spr_one) * rows_total * tiles_n)
+    else:
+        miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
     if nchw_fprop:
         # at least each CTA's distinct sectors, for the CTAs whose tile no other CTA of their SM holds or
         # held last wave (`_compulsory`: the first touches above count one filter position at a time)
