@@ -293,14 +293,16 @@ def _window_x(a_lines, d, nsa, other, bfrac, extra, ways):
 
 @njit(cache=True)
 def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, bfrac, extra,
-              l2cls, a_scale, l2_ways, l2_cliff, ref, l2_tab, corr, own, rel, na, b_ratio, nb):
+              l2cls, a_scale, l2_ways, l2_cliff, ref, l2_tab, corr, own, rel, na, b_ratio, nb, a_rounds):
     """Rows of `hist` that miss: first touches, plus reuses whose LRU distance reaches the ways
     (linear ramp lo..hi).
 
     Distance of a reuse at filter position t from t - d, in lines of the reused line's set:
     A: the distinct A lines of the window, scale_a * win[t, d] (`window_rows`; scale_a = A lines
     per row access of the co-resident CTAs), over ``nsa`` sets (nhwc, dscale == 1; otherwise
-    d * dscale * lines_a_t[t]); B (``other``: B lines per round in the set): min(d, d * bfrac + 1)
+    d * dscale * lines_a_t[t], or ``a_rounds[0, d]`` rounds' worth where it has d: nchw, whose taps of one input
+    row share lines across k-steps, `_window.nchw_window_rounds`); B (``other``: B lines per round in the
+    set; nchw: ``a_rounds[1, d]`` rounds' worth): min(d, d * bfrac + 1)
     rounds' worth (filter rows of consecutive filter positions share lines when C * elem < 128 B;
     bfrac = C * elem / 128 / lines per filter row and round), plus ``extra`` lines (a co-resident
     CTA with the same filters that steps before this one in the round brings round t's filter
@@ -381,7 +383,10 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
                         continue
             else:
                 ua = 0.0
-                x = (d * dscale * (lines_a_t[t] / nsa + other) + extra) / ways
+                if d < a_rounds.shape[1]:
+                    x = (a_rounds[0, d] * lines_a_t[t] / nsa + a_rounds[1, d] * other + extra) / ways
+                else:
+                    x = (d * dscale * (lines_a_t[t] / nsa + other) + extra) / ways
             if x <= lo:
                 continue
             renewed = union and ref[t, t - d + 1:t].any()
@@ -521,7 +526,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
-               b_ratio, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False):
+               b_ratio, a_rounds, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -544,7 +549,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     much less than a lifetime before. ``nmax_b``: the sets A's lines of a round spread over in B's windows
     (``nmax`` where 0; `_set_phase`: none of them where the two operands' sets are apart). ``b_visits``:
     ``b_hold`` counts the line's set's visits exactly (`_geometry.b_hold_in_set`), so the round between the
-    slice's last sharer and this CTA is added to the window.
+    slice's last sharer and this CTA is added to the window. ``a_rounds``: per distance d in filter positions,
+    the rounds' worth of A lines (row 0) and B lines (row 1) a window of d positions holds, where not d rounds'
+    share (`miss_rows`; no columns: none).
 
     ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
     (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
@@ -641,7 +648,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     extra = lines_b / nmax * min(1.0, bfrac) if brep else 0.0
                     m1, m2, o1 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
                                            extra, l2cls, l2_scale / na, l2_ways, l2_cliff, ref, l2_tab, corr,
-                                           1.0 / (na * T), rel, na, b_ratio, nb)
+                                           1.0 / (na * T), rel, na, b_ratio, nb, a_rounds)
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total

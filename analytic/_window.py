@@ -14,7 +14,7 @@ from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
 from ._memo import memo
 from ._reuse import line_share, refresh_matrix, reuse_histogram, tile_pixel_stamps, window_rows, window_span
 
-__all__ = ["a_window", "row_run_sectors"]
+__all__ = ["a_window", "nchw_window_rounds", "row_run_sectors"]
 
 _ONE_SPAN = np.ones(1, np.float64)      # cross-wave reuses judged at one window per slot
 # M tiles whose nchw runs `_nchw_run_sectors` counts one by one
@@ -111,6 +111,29 @@ def a_window(win, tm, tk, eb, nhwc, SEC, LINE, tile_edge) -> tuple:
     halo = _halo_histogram(win, tm, tiles_m, frac, hist, hist_line) if nhwc else None
     return (hist, rows_t, rows_total, span, lpr_a, lpw_a, lpm_a, share_blk, uniq_a, uniq_a_lines, run_sectors,
             ref, hist_line, gap_p, halo)
+
+
+@memo()
+def nchw_window_rounds(win, tm, tk, eb, LINE):
+    """nchw fprop, several filter positions: for each distance d < R S in filter positions (the GEMM's k index
+    runs over them in steps of one within a channel), the lines a window of d consecutive positions holds, in
+    units of one round's (a k-step's T_k positions), at most d / T_k: row 0 A's, row 1 B's. Read-only.
+
+    A: the taps of one input row (a channel and filter row: S consecutive positions) read overlapping columns, so
+    a window of several k-steps holds their lines once, not once a k-step (``lpr_a`` a round). B: a k-step
+    reads T_k consecutive elements of each filter row (KCRS), so d positions span (d - 1) e + 128 bytes of it on
+    average, against (T_k - 1) e + 128 a round. Seed 4 #172 (11x11 stride 4, 4-byte elements 16 bytes apart):
+    re-reads 44 positions back, 5.5 rounds, hit at half the L1 in the simulation; d / T_k rounds' lines put
+    them past the ways."""
+    RS = win.r * win.s
+    out = np.zeros((2, RS), np.float64)
+    per_round = nchw_lines_per_row(tm, tk, win.c, win.r, win.s, win.q, win.sw, win.dw, eb, LINE)
+    for d in range(1, RS):
+        own = nchw_lines_per_row(tm, d, win.c, win.r, win.s, win.q, win.sw, win.dw, eb, LINE) / per_round
+        out[0, d] = min(d / tk, own)
+        out[1, d] = min(d / tk, ((d - 1) * eb + LINE) / ((tk - 1) * eb + LINE))
+    out.setflags(write=False)
+    return out
 
 
 @memo(256)

@@ -32,7 +32,7 @@ from ._timeline import lead_share
 from ._issue_order import one_back_tables
 from ._tiers import tiered
 from ._set_phase import dgrad_phase_share
-from ._window import a_window, row_run_sectors
+from ._window import a_window, nchw_window_rounds, row_run_sectors
 from ._stores import row_lines, stores_in_l2, wave_store_lines, write_side
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
@@ -47,6 +47,7 @@ _NO_REL = np.ones((1, 1), np.float64)
 _NO_B = np.ones((1, 1), np.float64)
 _NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
 _NO_CLASS = np.zeros((1, 4), np.float64)  # nchw: no within-CTA L2 term
+_NO_ROUNDS = np.zeros((2, 0), np.float64)  # a window of d positions holds d rounds' share of A's, B's lines
 FOLLOWER_SAMPLES = 4       # waves sampled by `_followers.follower_windows`
 FOLLOWER_REACH = 0.25      # a round's CTA steps below this share of the L2 leave every follower a hit
 _APART = 1e12                               # the operands' lines in disjoint sets: no cross term
@@ -681,6 +682,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     if nhwc and geo.op == "dgrad" and sh == 1 and sw == 1 and layer.stride == (1, 1):
         same = dgrad_phase_share(layer, kernel, unit, row_b, nsa, nsb, sets, LINE)
     miss_frac_a = hit_b = miss2_frac_a = first_b = one_a = 0.0
+    # nchw fprop: the A and B lines of a window of d filter positions, in rounds (a k-step's taps of one input
+    # row share lines with the next k-step's, and its filter bytes with the next k-step's)
+    a_rounds = nchw_window_rounds(win, tm, tk, eb, LINE) if nchw_fprop and R * S > 1 else _NO_ROUNDS
     mcls_arr = np.array(mcls, np.float64)
     for lpr_k, sec_w, ks_w in _block_classes(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb),
                                              LINE, SEC, lpr_a, nhwc):
@@ -693,8 +697,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                 float(tm), float(tn), float(ksteps), lpr_k, lpw_a, lpr_b, float(nsa), float(nsb), float(nmax),
                 float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
                 float(ns_life), bfrac, l2cls,
-                l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, lpr_a / lpr_k, brep_share,
-                b_hold, b_gap, cross, b_visits)
+                l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, a_rounds, lpr_a / lpr_k,
+                brep_share, b_hold, b_gap, cross, b_visits)
             m1, hb, m2, fm = m1 + share * r[0], hb + share * r[1], m2 + share * r[2], fm + share * r[3]
             o1 += share * r[4]
         miss_frac_a += sec_w * m1
