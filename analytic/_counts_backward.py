@@ -40,7 +40,7 @@ from ._groups import (E_COLS, T_END, T_FIRST, T_G, T_O, T_UNI, X_D, X_HI, X_LO, 
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest
 # of them: updating the digest after an edit there changes this file too, so no stale compiled
 # kernel survives.
-_JIT_DEPS_SHA256 = "260e592107171612"
+_JIT_DEPS_SHA256 = "53c19ad6dbac0798"
 
 
 @njit(cache=True)

@@ -24,7 +24,7 @@ from ._groups import E_COLS, _blocked_rows, _box_operand, group_counts, kernel_t
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _groups.py. tests/test_jit_deps.py checks this digest of them: updating
 # the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "1c1d4770f6cf149f"
+_JIT_DEPS_SHA256 = "8145c167d0491672"
 
 
 @njit(cache=True)

@@ -20,7 +20,7 @@ from ._memo import memo
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here call `_counts._ramp`, and
 # tests/test_jit_deps.py counts every kernel module they import: updating this digest of them after an edit
 # there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4d03401604faff2e"
+_JIT_DEPS_SHA256 = "19987d90b14e214e"
 
 
 @functools.lru_cache(maxsize=1024)

@@ -30,7 +30,7 @@ from ._counts import SEC, _lcm, _mult, _period, _rows
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py. tests/test_jit_deps.py checks this digest of it: updating the digest after
 # an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4d03401604faff2e"
+_JIT_DEPS_SHA256 = "19987d90b14e214e"
 
 # columns of a template's entry array (int64)
 E_D, E_PLO, E_PHI, E_QLO, E_QHI, E_OFF, E_LEN, E_COLS = range(8)

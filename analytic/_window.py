@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ._common import cdiv as _cdiv, row_period, tile_samples, uniq_inputs as _uniq_inputs
-from ._counts import block_sharing, lines_per_row, nchw_lines_per_row
+from ._counts import block_sharing, lines_per_row, nchw_lines_per_row, nchw_window_lines
 from ._memo import memo
 from ._reuse import line_share, refresh_matrix, reuse_histogram, tile_pixel_stamps, window_rows, window_span
 
@@ -125,13 +125,10 @@ def nchw_window_rounds(win, tm, tk, eb, LINE):
     average, against (T_k - 1) e + 128 a round. Seed 4 #172 (11x11 stride 4, 4-byte elements 16 bytes apart):
     re-reads 44 positions back, 5.5 rounds, hit at half the L1 in the simulation; d / T_k rounds' lines put
     them past the ways."""
-    RS = win.r * win.s
-    out = np.zeros((2, RS), np.float64)
-    per_round = nchw_lines_per_row(tm, tk, win.c, win.r, win.s, win.q, win.sw, win.dw, eb, LINE)
-    for d in range(1, RS):
-        own = nchw_lines_per_row(tm, d, win.c, win.r, win.s, win.q, win.sw, win.dw, eb, LINE) / per_round
-        out[0, d] = min(d / tk, own)
-        out[1, d] = min(d / tk, ((d - 1) * eb + LINE) / ((tk - 1) * eb + LINE))
+    d = np.arange(win.r * win.s, dtype=np.float64)
+    own = nchw_window_lines(tm, tk, win.c, win.r, win.s, win.q, win.sw, win.dw, eb, LINE)
+    out = np.minimum(d / tk, np.vstack((own, ((d - 1.0) * eb + LINE) / ((tk - 1) * eb + LINE))))
+    out[:, 0] = 0.0
     out.setflags(write=False)
     return out
 
