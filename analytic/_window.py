@@ -128,7 +128,6 @@ def nchw_window_rounds(win, tm, tk, eb, LINE):
     d = np.arange(win.r * win.s, dtype=np.float64)
     own = nchw_window_lines(tm, tk, win.c, win.r, win.s, win.q, win.sw, win.dw, eb, LINE)
     out = np.minimum(d / tk, np.vstack((own, ((d - 1.0) * eb + LINE) / ((tk - 1) * eb + LINE))))
-    out[:, 0] = 0.0
     out.setflags(write=False)
     return out
 

@@ -711,10 +711,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # reuse that misses re-fetches the sectors of its own access, not a period's: the reads the histogram's
     # other rows (first touches, reuses further back) do not stand for, shared by its reuses one back
     spr_one = _one_back_sectors(hist, rows_total, sec_a / tiles_n, spr) if dense and run_sectors is None else spr
-    if spr_one != spr:
-        miss_a = min(float(sec_a), ((miss_frac_a - one_a) * spr + one_a * spr_one) * rows_total * tiles_n)
-    else:
-        miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr)
+    miss_a = min(float(sec_a), miss_frac_a * rows_total * tiles_n * spr
+                 + one_a * rows_total * tiles_n * (spr_one - spr))     # + 0.0 where spr_one is spr
     if nchw_fprop:
         # at least each CTA's distinct sectors, for the CTAs whose tile no other CTA of their SM holds or
         # held last wave (`_compulsory`: the first touches above count one filter position at a time)
