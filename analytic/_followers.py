@@ -23,9 +23,9 @@ from ._schedule import tile_of
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from _l2.py and
 # _schedule.py: tests/test_jit_deps.py checks this digest of them, so no stale compiled kernel survives an edit.
-_JIT_DEPS_SHA256 = "1ba3b63af46db63a"
+_JIT_DEPS_SHA256 = "36fe7e992db69194"
 
-__all__ = ["follower_windows", "window_lines", "follower_misses"]
+__all__ = ["follower_windows", "window_lines", "follower_misses", "mean_gap"]
 
 
 @njit(cache=True)
@@ -152,16 +152,30 @@ def window_lines(counts, a_lines, b_lines) -> np.ndarray:
     return counts[:, 0] * a_lines + counts[:, 1] * b_lines
 
 
-def follower_misses(windows, weight, misses_per_cta, cap_lines, ways, cliff) -> float:
-    """Sectors the followers (`follower_windows`) read from DRAM: each of a follower's L1 misses of the tile
-    (``misses_per_cta``) finds its line gone where the window's lines fill the L2 (`_l2.l2_miss_prob`)."""
-    return _miss_sum(windows, cap_lines, ways, cliff) * weight * misses_per_cta
+def follower_misses(counts, a_lines, b_lines, weight, misses_per_cta, cap_lines, ways, cliff) -> float:
+    """Sectors the followers (`follower_windows`' ``counts``, their lines `window_lines`) read from DRAM: each of
+    a follower's L1 misses of the tile (``misses_per_cta``) finds its line gone where the window's lines fill
+    the L2 (`_l2.l2_miss_prob`)."""
+    return _miss_sum(counts, a_lines, b_lines, cap_lines, ways, cliff) * weight * misses_per_cta
 
 
 @njit(cache=True)
-def _miss_sum(windows, cap_lines, ways, cliff):
-    """The L2 miss probabilities of ``windows`` (lines each), summed."""
+def _miss_sum(counts, a_lines, b_lines, cap_lines, ways, cliff):
+    """The L2 miss probabilities of the windows ``counts`` (`window_lines`), summed."""
     total = 0.0
-    for i in range(windows.shape[0]):
-        total += l2_miss_prob(windows[i] / cap_lines, ways, cliff)
+    for i in range(counts.shape[0]):
+        total += l2_miss_prob((counts[i, 0] * a_lines + counts[i, 1] * b_lines) / cap_lines, ways, cliff)
     return total
+
+
+@njit(cache=True)
+def mean_gap(rounds, wraps, a_lines, b_lines):
+    """The mean over `follower_windows`' shared tiles of the lines (`window_lines`, at least 0) between a
+    tile's first and last copies in its round: ``rounds`` less ``wraps``; 0 for none."""
+    n = rounds.shape[0]
+    if n == 0:
+        return 0.0
+    total = 0.0
+    for i in range(n):
+        total += max(0.0, (rounds[i, 0] - wraps[i, 0]) * a_lines + (rounds[i, 1] - wraps[i, 1]) * b_lines)
+    return total / n

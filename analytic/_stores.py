@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from simcore._jit import njit
 
-from ._common import cdiv as _cdiv, dirty_at_end, row_period
+from ._common import cdiv as _cdiv, dirty_at_end, even_picks, row_period
 from ._memo import memo
 from ._schedule import column_ranges, grid_schedule
 from ._window import a_window
@@ -15,12 +15,13 @@ __all__ = ["stores_in_l2", "write_side", "row_lines", "wave_store_lines"]
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from _schedule.py:
 # tests/test_jit_deps.py checks this digest of it, so no stale compiled kernel survives an edit.
-_JIT_DEPS_SHA256 = "ec5126723d163f19"
+_JIT_DEPS_SHA256 = "1e1d449849e78304"
 
 #: full waves sampled by `wave_store_lines`
 STORE_WAVES = 32
 
 
+@memo(4096)
 def row_lines(width, pitch, offset, line):
     """Mean lines that ``width`` bytes at ``offset`` of rows ``pitch`` bytes apart touch, each row its
     own (over one period of the rows' alignment to a line; `_counts.lines_per_row` counts a line that
@@ -41,7 +42,7 @@ def wave_store_lines(tiles_m, tiles_n, swz, per_wave, M, tm, tn, K, eb, line) ->
     n_full = ctas // per_wave
     if n_full < 1:
         return 0.0
-    waves = np.unique(np.linspace(0, n_full - 1, min(n_full, STORE_WAVES)).round().astype(np.int64))
+    waves = even_picks(n_full, min(n_full, STORE_WAVES))
     return _waves_store_lines(waves, per_wave, tiles_m, tiles_n, swz, M, tm, tn, K, eb, line) / waves.shape[0]
 
 

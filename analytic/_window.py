@@ -12,7 +12,8 @@ import numpy as np
 from ._common import cdiv as _cdiv, row_period, tile_samples, uniq_inputs as _uniq_inputs
 from ._counts import block_sharing, lines_per_row, nchw_lines_per_row, nchw_window_lines
 from ._memo import memo
-from ._reuse import line_share, refresh_matrix, reuse_histogram, tile_pixel_stamps, window_rows, window_span
+from ._reuse import (halo_spread, line_share, refresh_matrix, reuse_histogram, tile_pixel_stamps, window_rows,
+                     window_span)
 
 __all__ = ["a_window", "nchw_window_rounds", "row_run_sectors"]
 
@@ -167,11 +168,7 @@ def _halo_histogram(win, tm, tiles_m, frac, hist, hist_line) -> tuple:
     N, H, W, R, S = win.n, win.h, win.w, win.r, win.s
     whole = reuse_histogram(N, H, W, R, S, win.sh, win.sw, win.ph, win.pw, win.dh, win.dw, win.p, win.q,
                             N * win.p * win.q, 1, frac, 0.0, win.reverse)
-    cross = np.maximum(0.0, hist[:, 0] - whole[:, 0])
-    gain = np.maximum(0.0, whole - hist)
-    gain[:, 0] = 0.0
-    norm = gain.sum(axis=1)
-    x = np.where(norm[:, None] > 0, gain * (cross / np.where(norm > 0, norm, 1.0))[:, None], 0.0)
+    x = halo_spread(hist, whole)
     rows = window_rows(hist_line, np.zeros(R * S, np.int64), 1)
     x.setflags(write=False)
     rows.setflags(write=False)

@@ -24,12 +24,12 @@ from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_mis
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
-from ._followers import follower_misses, follower_windows, window_lines
+from ._followers import follower_misses, follower_windows, mean_gap
 from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
-                        grid_tiles, l2_classes, refetch_waves, sm_config_summary)
+                        grid_tiles, l2_classes, refetch_waves, sm_config_summary, tile_m_classes, with_columns)
 from ._store_only import store_only_rereads
 from ._timeline import lead_share
-from ._issue_order import one_back_tables
+from ._issue_order import one_back_tables, relative_valid
 from ._tiers import tiered
 from ._set_phase import dgrad_phase_share
 from ._window import a_window, nchw_window_rounds, row_run_sectors
@@ -593,12 +593,14 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
             spr = min(spr, row_run_sectors(sw * unit, C, tk, eb, SEC))
     dscale = 1.0 if nhwc else 1.0 / tk          # filter-position distance -> rounds
     lpr_b = geo.lpr_b
-    # tile classes: full tiles and the last partial one (rows); B tile classes come with the geometry
-    last_m = M - (tiles_m - 1) * tm
-    mcls = [(tm, (tiles_m - 1) * tm / M), (last_m, last_m / M)] if last_m != tm else [(tm, 1.0)]
+    # B tile classes come with the geometry (the M tile classes: `_schedule.tile_m_classes`)
     ncls = geo.ncls
-    b_lines_round = float(ncls[:, 0] @ ncls[:, 1])        # one CTA's B lines per round (class average)
-    b_slice_lines = float(ncls[:, 2] @ ncls[:, 1])        # the lines of a tile's whole B slice
+    # one CTA's B lines per round (class average) and the lines of a tile's whole B slice (one or two classes:
+    # Python's sums, not numpy's dot, cost 3 % of a pass over the fprop networks)
+    b_lines_round = b_slice_lines = 0.0
+    for lines_round, weight, lines_slice in ncls.tolist():
+        b_lines_round += lines_round * weight
+        b_slice_lines += lines_slice * weight
     share_b_blk = geo.share_b_blk
     reuse_b1 = geo.reuse_b1
     # the sets a CTA lifetime's lines reach
@@ -630,9 +632,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
             # the round's lines less those between its first and last copies (`_followers`; `_reuse.miss_rows`
             # takes that shift for the share of tiles that are shared)
             _, wraps, rounds, _, shared = _follower_windows(tiles_m, tiles_n, swz, sms, cps, False)
-            gap = window_lines(rounds - wraps, a_step, b_step)
-            shift = float(np.maximum(gap, 0.0).mean()) / cap_lines if gap.shape[0] else 0.0
-            l2cls = np.hstack((l2cls, np.tile(np.array([[shared, shift]]), (l2cls.shape[0], 1))))
+            shift = mean_gap(rounds, wraps, a_step, b_step) / cap_lines
+            l2cls = with_columns(l2cls, shared, shift)
     else:
         l2cls = l2cls_halo = _NO_CLASS
     l2_ways = float(gpu.l2_ways)
@@ -670,7 +671,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         corr, valid, b_ratio = one_back_tables(win, tm, tk, kernel.threads, kernel.vector, eb, LINE, sets, geo.op,
                                                K, geo.row_b, geo.pos_b, tn, kernel.math == "tensorop")
         # a tile's valid rows over the layer's mean share at each position
-        rel = np.where(valid < 0.0, 1.0, valid / np.maximum(rows_t / M, 1e-12)[:, None])
+        rel = relative_valid(valid, rows_t, float(M))
     b_hold, b_gap = b_line_hold(kernel.layout, C, R, S, tk, eb, LINE) if geo.op == "fprop" else (0.0, 1.0)
     b_visits = b_hold > 0.0 and nhwc and nmax < ns_life
     if b_visits:
@@ -685,7 +686,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # nchw fprop: the A and B lines of a window of d filter positions, in rounds (a k-step's taps of one input
     # row share lines with the next k-step's, and its filter bytes with the next k-step's)
     a_rounds = nchw_window_rounds(win, tm, tk, eb, LINE) if nchw_fprop and R * S > 1 else _NO_ROUNDS
-    mcls_arr = np.array(mcls, np.float64)
+    mcls_arr = tile_m_classes(tm, tiles_m, M)
     for lpr_k, sec_w, ks_w in _block_classes(C, tk, eb, sw * C * eb, math.gcd(dw * C * eb, dh * W * C * eb),
                                              LINE, SEC, lpr_a, nhwc):
         m1 = hb = m2 = fm = o1 = 0.0
@@ -739,7 +740,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     c_lines = _cdiv(M * K * eb, LINE) / ctas
     # lines touched in one wave, and per further wave (tiles not shared with the wave before)
     f1 = _wave_loads(dens_l, rows_tm, delta, b_slice_lines, na_wave, nb_wave, runs_wave) + ctas_wave * c_lines
-    fnew = max(0.0, f1 - dens_l * tm * hist_ra[1] / n_waves - b_slice_lines * hist_rb[1] / n_waves)
+    fnew = max(0.0, f1 - dens_l * tm * float(hist_ra[1]) / n_waves - b_slice_lines * float(hist_rb[1]) / n_waves)
     # the stores between a re-read and its read: the lines each band of columns touches (a partial last
     # column's fewer)
     full, df, share_a, share_b = _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows_tm, tn, K, eb, swz, LINE,
@@ -775,10 +776,10 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     if follow:
         grid = (tiles_m, tiles_n, swz, sms, cps)
         wins, _, _, weight, _ = _follower_windows(*grid, False)
-        follow_a = follower_misses(window_lines(wins, a_step, b_step), weight, miss_a / ctas, cap_lines, l2_ways,
+        follow_a = follower_misses(wins, a_step, b_step, weight, miss_a / ctas, cap_lines, l2_ways,
                                    cliff)
         wins, _, _, weight, _ = _follower_windows(*grid, True)
-        follow_b = follower_misses(window_lines(wins, a_step, b_step), weight, miss_b / ctas, cap_lines, l2_ways,
+        follow_b = follower_misses(wins, a_step, b_step, weight, miss_b / ctas, cap_lines, l2_ways,
                                    cliff)
     dram_a = min(miss_a, uniq_a + reread_a + inner + halo + follow_a)
     dram_b = min(miss_b, uniq_b + reread_b + follow_b)
