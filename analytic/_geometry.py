@@ -221,7 +221,12 @@ def _tap_sectors(K, C, R, S, eb, rows, cols):
     each covers its first and last byte's sectors."""
     offsets = np.array([(r * S + s) * C * eb for r in rows for s in cols], np.int64)
     starts = (np.arange(K, dtype=np.int64)[:, None] * (R * S * C * eb) + offsets[None, :]).ravel()
-    return float(len(np.unique(np.concatenate([starts // SEC, (starts + C * eb - 1) // SEC]))))
+    # the positions ascend (filters one after another, positions in order inside one), so the sectors each
+    # covers, [first, last], ascend too: each adds those past the last one before (no sort: np.unique's cost
+    # 2-5 ms a 512-filter layer shape, measured)
+    first, last = starts // SEC, (starts + C * eb - 1) // SEC
+    before = np.concatenate(([-1], last[:-1]))
+    return float(np.maximum(0, last - np.maximum(first, before + 1) + 1).sum())
 
 
 def _reread_next_round(distinct, tiles_n, sec_b, ctas) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from simcore._jit import njit
 
-from ._common import assemble, cdiv, dirty_at_end, layer_time, tile_samples, uniq_input
+from ._common import assemble, cdiv, dirty_at_end, layer_time, tile_samples, uniq_inputs
 from ._counts_grouped import tile_pixel_counts
 from ._memo import memo
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
@@ -668,6 +668,40 @@ def window_lines(C, S, sw, dw, eb, rsc0, rsc1, line):
     return alpha, beta
 
 
+@memo()
+def _all_pixel_reuse(layer) -> tuple:
+    """`pixel_reuse` of every column (0 .. R S C), memoized by the layer's shape (GPU-independent), read-only."""
+    total, first, dist, wt = pixel_reuse(layer.n, layer.c, layer.h, layer.w, layer.r, layer.s, *layer.stride,
+                                         *layer.pad, *layer.dilation, layer.p, layer.q, 0, layer.r * layer.s * layer.c)
+    dist.setflags(write=False)
+    wt.setflags(write=False)
+    return total, first, dist, wt
+
+
+@memo()
+def _x_units(layer, eb, sec, line) -> tuple:
+    """x's distinct sectors and lines (`_common.uniq_inputs`, nhwc), memoized by the layer's shape."""
+    out = uniq_inputs(layer.n, layer.c, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, *layer.stride,
+                      *layer.pad, *layer.dilation, eb, True, (sec, line))
+    return float(out[0]), float(out[1])
+
+
+@njit(cache=True)
+def _far_windows(dist, span, tk, per_round, cap_lines, ways, cliff):
+    """Per reuse distance of x (rows): the rows between the two reads (at least 1 past the line's ``span``),
+    the L2 window of their rounds (``per_round`` lines each) and its miss chance (`_l2.l2_miss_prob`); one
+    compiled loop (a dispatch per distance from Python cost 5 % of a pass over the wgrad networks)."""
+    n = dist.shape[0]
+    rows = np.empty(n, np.float64)
+    window = np.empty(n, np.float64)
+    prob = np.empty(n, np.float64)
+    for i in range(n):
+        rows[i] = max(dist[i] - span, 1.0)
+        window[i] = rows[i] / tk * per_round
+        prob[i] = l2_miss_prob(window[i] / cap_lines, ways, cliff)
+    return rows, window, prob
+
+
 def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     """Every metric of `simcore.metrics` and the timing keys for ``kernel.op == "wgrad"``."""
     N, C, H, W, K, R, S = layer.n, layer.c, layer.h, layer.w, layer.k, layer.r, layer.s
@@ -684,6 +718,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     sec_a, sec_b, sec_c = ex["sec_A"], ex["sec_B"], ex["sec_C"]
     swz = kernel.swizzle_log
     hist_ra, hist_rb, _hist_rh, wsum, _per_wave = wave_stats(tiles_m, tiles_n, swz, per_wave, WAVE_SAMPLES)
+    wsum = wsum.tolist()                       # Python floats for the scalar glue below
     n_waves = wsum[3]
     na_wave, nb_wave, ctas_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves
 
@@ -714,7 +749,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     miss_a = min(float(sec_a), miss_a / wsum * ctas if wsum else 0.0)
     miss_b = min(float(sec_b), miss_b / wsum * ctas if wsum else 0.0)
     b_round_avg = b_round
-    all_total, all_first, all_dist, all_wt = pixel_reuse(N, C, H, W, R, S, sh, sw, ph, pw, dh, dw, P, Q, 0, RSC)
+    all_total, all_first, all_dist, all_wt = _all_pixel_reuse(layer)
     b_first_frac = all_first / all_total if all_total else 1.0
 
     # L2: compulsory dy and x; x pixels re-read across the wave's columns beyond the L2; tiles of
@@ -722,7 +757,7 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
     l2_ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
     uniq_dy = float(cdiv(NPQ * K * eb, SEC))
-    uniq_x = float(uniq_input(N, C, H, W, P, Q, R, S, *layer.stride, *layer.pad, *layer.dilation, eb, True, SEC))
+    uniq_x, x_lines = _x_units(layer, eb, SEC, LINE)
     # the wave's tile_m slices lie side by side in each dy row: their lines once (`slices_union_lines`)
     a_row_wave = min(na_wave * a_lines_row, slices_union_lines(K, tm, eb, LINE, na_wave))
     a_row_eff = a_row_wave / na_wave if na_wave > 0 else a_lines_row
@@ -731,10 +766,9 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     phi1, phin, x_px_lines = x_wave_lines(tiles_m, tiles_n, swz, per_wave, tn, C, RSC, eb, LINE, _TILE_SAMPLES)
     sec_per_access = (sec_b / tiles_m) / all_total if all_total else 0.0
     far_b = 0.0
-    for d, w in zip(all_dist, all_wt):
-        rows = max(d - span, 1.0)
-        window = rows / tk * per_round
-        if phi1 > 0.0 and l2_miss_prob(window / cap_lines, l2_ways, cliff) > 1e-4:
+    far_rows, far_windows, far_probs = _far_windows(all_dist, span, tk, per_round, cap_lines, l2_ways, cliff)
+    for rows, window, prob, w in zip(far_rows.tolist(), far_windows.tolist(), far_probs.tolist(), all_wt.tolist()):
+        if phi1 > 0.0 and prob > 1e-4:
             # the columns run in lockstep over the same rows: between the two reads they read the pixels of
             # those rows over their positions once, not once a column (seed 4 #170, 3x3 over 98-wide rows,
             # 18 columns: a re-read one image row on meets some 300 pixels, where 18 columns' rounds summed
@@ -742,12 +776,12 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
             # count costs some 40 us a distance)
             window = min(window, _rows_pixels(layer, int(round(rows))) * x_px_lines * phi1
                          + na_wave * rows * a_row_eff)
-        far_b += w * l2_miss_prob(window / cap_lines, l2_ways, cliff)
+            prob = l2_miss_prob(window / cap_lines, l2_ways, cliff)
+        far_b += w * prob
     far_b *= sec_per_access
     a_slice = NPQ * a_sec_row
     b_slice = (sec_b / ctas) * b_first_frac if ctas else 0.0
     c_lines = cdiv(K * RSC * eb, LINE) / ctas
-    x_lines = float(uniq_input(N, C, H, W, P, Q, R, S, *layer.stride, *layer.pad, *layer.dilation, eb, True, LINE))
     f1 = na_wave * NPQ * a_row_eff + phi1 * x_lines + ctas_wave * c_lines
     fnew = max(0.0, f1 - NPQ * a_row_eff * hist_ra[1] / n_waves - (phi1 - phin) * x_lines)
     reread_a = refetch_misses(hist_ra, a_slice, f1, fnew, cap_lines, l2_ways, cliff)
