@@ -591,7 +591,13 @@ def dense_fetch_ratio(C, S, sh, sw, dw, eb, sec, lo_r, hi_r):
     step = sw * C * eb
     period = sec // _gcd(step, sec)
     covered = np.zeros(span, np.bool_)
-    n = 2 * period
+    # the run's start: a whole number of periods, past the columns whose bytes or sectors a later column can
+    # still share (span + sec bytes back); then one period counted. (One period of start, when the pattern
+    # spans several steps, counted a column's overlap with the columns before it as new: C = 4 fp32, S = 6,
+    # unit stride, one column tile's last taps 84 bytes past its first: 2.0 sectors a byte, 1.0 in a long run)
+    reach = (span + sec + step - 1) // step
+    warm = period * ((reach + period - 1) // period)
+    n = warm + period
     seen_b = np.zeros(n * step + span, np.bool_)
     seen_s = np.zeros((n * step + span) // sec + 2, np.bool_)
     sectors = 0.0
@@ -615,7 +621,7 @@ def dense_fetch_ratio(C, S, sh, sw, dw, eb, sec, lo_r, hi_r):
         seen_s[:] = False
         nb_ = 0                                   # distinct bytes and sectors so far
         ns_ = 0
-        nb_half = 0                               # ... after the first period (the run's start)
+        nb_half = 0                               # ... at the end of the run's start (``warm`` columns)
         ns_half = 0
         for q in range(n):
             for o in range(span):
@@ -627,7 +633,7 @@ def dense_fetch_ratio(C, S, sh, sw, dw, eb, sec, lo_r, hi_r):
                     if not seen_s[a // sec]:
                         seen_s[a // sec] = True
                         ns_ += 1
-            if q == period - 1:
+            if q == warm - 1:
                 nb_half = nb_
                 ns_half = ns_
         nbytes += nb_ - nb_half
