@@ -13,10 +13,13 @@ import math
 import os
 import tempfile
 
+from simcore._frozen import hash_once
+
 FORMAT = "deltasim-factors"
 VERSION = 2
 
 
+@hash_once
 @dataclasses.dataclass(frozen=True)
 class ReuseFactors:
     """Named reuse/capacity factors of the analytic model (see analytic/MODEL.md).

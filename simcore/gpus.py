@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ._frozen import hash_once
 from .config import CacheConfig, check_positive_int
 
 KB = 1024
@@ -75,6 +76,7 @@ MB = 1024 * 1024
 TENSOR_DTYPES = ("fp16", "bf16")
 
 
+@hash_once
 @dataclasses.dataclass(frozen=True)
 class GPU:
     """One GPU's memory hierarchy and compute peaks (primary figures only).

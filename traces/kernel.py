@@ -15,6 +15,8 @@ import dataclasses
 import numbers
 from typing import NamedTuple
 
+from simcore._frozen import hash_once
+
 from .grouped import check_grouped
 from . import _tensorop
 
@@ -88,6 +90,7 @@ def parse_tile(text) -> tuple:
     return tuple(int(p) for p in parts)
 
 
+@hash_once
 @dataclasses.dataclass(frozen=True)
 class KernelConfig:
     """A CTA-tiled implicit-GEMM convolution kernel (defaults: CUTLASS SIMT fp32 128x128x8 Fprop).
