@@ -776,11 +776,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     if follow:
         grid = (tiles_m, tiles_n, swz, sms, cps)
         wins, _, _, weight, _ = _follower_windows(*grid, False)
-        follow_a = follower_misses(wins, a_step, b_step, weight, miss_a / ctas, cap_lines, l2_ways,
-                                   cliff)
+        follow_a = follower_misses(wins, a_step, b_step, weight, miss_a / ctas, cap_lines, l2_ways, cliff)
         wins, _, _, weight, _ = _follower_windows(*grid, True)
-        follow_b = follower_misses(wins, a_step, b_step, weight, miss_b / ctas, cap_lines, l2_ways,
-                                   cliff)
+        follow_b = follower_misses(wins, a_step, b_step, weight, miss_b / ctas, cap_lines, l2_ways, cliff)
     dram_a = min(miss_a, uniq_a + reread_a + inner + halo + follow_a)
     dram_b = min(miss_b, uniq_b + reread_b + follow_b)
     dirty, dram_w = stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)

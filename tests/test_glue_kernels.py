@@ -93,3 +93,18 @@ def test_with_columns():
     want = np.hstack((cls, np.tile(np.array([[0.25, 7.5]]), (3, 1))))
     assert np.array_equal(with_columns(cls, 0.25, 7.5), want)
     assert with_columns(np.zeros((0, 4)), 1.0, 2.0).shape == (0, 6)
+
+
+@given(st.lists(st.integers(0, 400), min_size=0, max_size=30), st.integers(0, 8), st.sampled_from([8, 16, 32]),
+       st.floats(1.0, 5e4), st.sampled_from([2.0, 16.0]))
+@settings(max_examples=100, deadline=None)
+def test_far_windows_against_the_loop(dist, span, tk, per_round, ways):
+    """wgrad's far-reuse windows: each distance's rows, window and miss chance as the Python loop had them."""
+    from analytic._wgrad import _far_windows
+    cap, cliff = 4096.0, (0.4, 0.2)
+    rows, windows, probs = _far_windows(np.array(dist, np.int64), span, tk, per_round, cap, ways, cliff)
+    for i, d in enumerate(dist):
+        want_rows = max(d - span, 1.0)
+        want_window = want_rows / tk * per_round
+        assert (rows[i], windows[i]) == (want_rows, want_window)
+        assert probs[i] == l2_miss_prob(want_window / cap, ways, cliff)
