@@ -282,13 +282,22 @@ def window_rows(hist, phase, nphase):
 
 
 @njit(cache=True)
+def b_rounds(d, bfrac):
+    """The filter lines of d consecutive filter positions of one channel block, in rounds (a round: one
+    position's lines, ``bfrac`` = a position's filter bytes over a line, per line of a round): each position
+    after the first adds bfrac of a round where its bytes continue the previous position's line, at most d.
+    (d - 1) bfrac + 1 is the mean over the filter rows' alignments to the line, exactly
+    (tests/test_b_rounds.py); d bfrac + 1 counted one position too many (seed 2 #88: C 48 fp16, the next
+    channel block's re-read 25 positions on, 632 filter lines for 608, its hits judged on the ramp at 1.02)."""
+    rounds = (d - 1.0) * bfrac + 1.0
+    return d if rounds > d else rounds
+
+
+@njit(cache=True)
 def _window_x(a_lines, d, nsa, other, bfrac, extra, ways):
     """An L1 window's lines in the reused line's set, over the ways: ``a_lines`` distinct A lines over
-    ``nsa`` sets, the B lines of min(d, d * bfrac + 1) rounds (``other`` a round), ``extra`` lines."""
-    rounds = d * bfrac + 1.0
-    if rounds > d:
-        rounds = d
-    return (a_lines / nsa + rounds * other + extra) / ways
+    ``nsa`` sets, the B lines of `b_rounds` (d, bfrac) rounds (``other`` a round), ``extra`` lines."""
+    return (a_lines / nsa + b_rounds(d, bfrac) * other + extra) / ways
 
 
 @njit(cache=True)
@@ -302,7 +311,7 @@ def miss_rows(hist, win, lines_a_t, scale_a, other, nsa, ways, lo, hi, dscale, b
     per row access of the co-resident CTAs), over ``nsa`` sets (nhwc, dscale == 1; otherwise
     d * dscale * lines_a_t[t], or ``a_rounds[0, d]`` rounds' worth where it has d: nchw, whose taps of one input
     row share lines across k-steps, `_window.nchw_window_rounds`); B (``other``: B lines per round in the
-    set; nchw: ``a_rounds[1, d]`` rounds' worth): min(d, d * bfrac + 1)
+    set; nchw: ``a_rounds[1, d]`` rounds' worth): `b_rounds` (d, bfrac) = min(d, (d - 1) bfrac + 1)
     rounds' worth (filter rows of consecutive filter positions share lines when C * elem < 128 B;
     bfrac = C * elem / 128 / lines per filter row and round), plus ``extra`` lines (a co-resident
     CTA with the same filters that steps before this one in the round brings round t's filter
@@ -690,7 +699,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     if share_b_blk > 0:
                         # distinct lines of the rounds in between: the CTAs' whole A windows (nhwc) and
                         # their filter lines of those rounds
-                        b_win = nb * lines_b * min(blk_rounds, blk_rounds * bfrac + 1.0)
+                        b_win = nb * lines_b * b_rounds(blk_rounds, bfrac)
                         a_win = na * rows_distinct * (T / M) * lpw_a if dscale == 1.0 else na * lines_a
                         hb += (1.0 - hb) * share_b_blk * _ramp((b_win / nsb + a_win / nmax_b) / ways, lo, hi)
                     h_prev = 0.0
@@ -728,7 +737,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 ma *= keep
             elif share_blk > 0:
                 a_win = na * rows_distinct * (tm_valid / M) * lpw_a
-                b_win = nb * b_lines_avg * min(blk_rounds, blk_rounds * bfrac + 1.0)
+                b_win = nb * b_lines_avg * b_rounds(blk_rounds, bfrac)
                 keep = 1.0 - share_blk * _ramp((a_win / nsa + b_win / nmax) / ways, lo, hi)
                 ma *= keep
             # one CTA lifetime's lines on the SM (its A window, its filter slice)
