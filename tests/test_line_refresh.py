@@ -133,7 +133,7 @@ def test_chain_hit_against_refresh_patterns(R, S, pw, W, other, bfrac, in_l2, da
     def keep(u, g):
         if in_l2:
             return 1.0 - l2_miss_prob(min(scale_a * win[u, g] * l2a, l2u) + g * l2b, l2_ways, l2_cliff)
-        return _ramp((scale_a * win[u, g] / nsa + min(g, g * bfrac + 1.0) * other + extra) / ways, lo, hi)
+        return _ramp((scale_a * win[u, g] / nsa + min(g, (g - 1) * bfrac + 1.0) * other + extra) / ways, lo, hi)
 
     for t in range(1, RS):
         for d in range(1, min(t, 8) + 1):
