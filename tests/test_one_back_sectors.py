@@ -22,17 +22,19 @@ FACTORS = pathlib.Path(__file__).resolve().parent.parent / "validation" / "data"
 SEC, LINE = 32, 128
 
 
-def naive_one_back(c, eb, sw, s, rows=400):
-    """Byte by byte: output column q reads pixel sw q + tap at each of the s taps (c eb bytes each); a read's
-    sectors, averaged over the columns, s times over a sweep, less the sweep's new sectors (sw c eb / 32 a
-    column), over the s - 1 taps after the first."""
+def naive_one_back(c, eb, sw, s, rows=400, starts=(0,)):
+    """Byte by byte: output column q reads pixel sw q + tap at each of the s taps (c eb bytes each) of an input
+    row starting ``starts[i]`` bytes into a sector; a read's sectors, averaged over the columns and the rows'
+    starts, s times over a sweep, less the sweep's new sectors (sw c eb / 32 a column), over the s - 1 taps
+    after the first."""
     unit = c * eb
     reads = 0
-    for q in range(rows):
-        for tap in range(s):
-            lo = (sw * q + tap) * unit
-            reads += (lo + unit - 1) // SEC - lo // SEC + 1
-    per_read = reads / (rows * s)
+    for start in starts:
+        for q in range(rows):
+            for tap in range(s):
+                lo = start + (sw * q + tap) * unit
+                reads += (lo + unit - 1) // SEC - lo // SEC + 1
+    per_read = reads / (rows * s * len(starts))
     period = sw * unit / SEC
     return min(period, (s * per_read - period) / (s - 1))
 
@@ -42,7 +44,10 @@ def naive_one_back(c, eb, sw, s, rows=400):
        tile_m=st.sampled_from([32, 64, 128, 256]), tile_k=st.sampled_from([8, 16, 32]))
 def test_one_back_sectors_match_a_byte_count(c, eb, sw, extra, tile_m, tile_k):
     """The model's figure (the tile column's A sector reads, exact, less ``spr`` for each first touch, over the
-    reuses one back) against the byte-level count of one row's sweep: within 6 % (tile and image edges)."""
+    reuses one back) against the byte-level count of the rows' sweeps at the layer's row alignments: within 3 %
+    (tile and image edges; 1.5 % at most over a grid of C, element size, stride, taps and tile_m. With one
+    alignment, a row starting at a sector, the count missed by up to 11.5 % where the stride period is whole
+    sectors: C 6 fp32, stride 4, five taps)."""
     assume(c * eb < SEC)                     # rows narrower than a sector: the histogram's dense form
     s = sw + extra
     layer = traces.ConvLayer(n=2, c=c, h=16, w=s + sw * 150, k=32, r=1, s=s, stride=(1, sw))
@@ -52,9 +57,11 @@ def test_one_back_sectors_match_a_byte_count(c, eb, sw, extra, tile_m, tile_k):
     hist, _rows_t, rows_total = a_window(geo.win, tile_m, kernel.tile_k, eb, True, SEC, LINE, 0.95)[:3]
     period = sw * c * eb / SEC
     got = _one_back_sectors(hist, rows_total, float(geo.counts["sec_A"]), period)
-    want = naive_one_back(c, eb, sw, s)
+    # the layer's input rows start at every offset (n H + h) W c e takes modulo a sector
+    starts = sorted({(row * layer.w * c * eb) % SEC for row in range(layer.n * layer.h)})
+    want = naive_one_back(c, eb, sw, s, starts=starts)
     assert got <= period + 1e-12
-    assert got == pytest.approx(want, rel=0.06)
+    assert got == pytest.approx(want, rel=0.03)
 
 
 def test_one_back_sectors_without_reuses_is_the_period():
