@@ -11,8 +11,8 @@ from simcore import metrics as Mx
 
 from ._reuse import row_units, touched_axes
 
-__all__ = ["TIMING_KEYS", "cdiv", "even_picks", "tile_samples", "row_period", "nsets", "uniq_input", "uniq_inputs", "dirty_at_end", "assemble",
-           "layer_time", "machine_of"]
+__all__ = ["TIMING_KEYS", "cdiv", "even_picks", "tile_samples", "row_period", "nsets", "uniq_input", "uniq_inputs",
+           "dirty_at_end", "assemble", "layer_time", "machine_of"]
 
 TIMING_KEYS = ("flops", "time_s", "bound", "time_compute_s", "time_l1_s", "time_l2_s", "time_dram_s",
                "ai_l1", "ai_l2", "ai_dram", "waves")

@@ -147,8 +147,10 @@ def follower_windows(tiles_m, tiles_n, swz, sms, cps, samples, along_n):
     return out[:nout], wraps[:nwrap], rounds[:nwrap], waves / take, (nwrap / tiles_seen if tiles_seen else 0.0)
 
 
-def window_lines(counts, a_lines, b_lines) -> np.ndarray:
-    """Lines of `follower_windows`' windows: distinct tile_m's x ``a_lines`` + distinct tile_n's x ``b_lines``."""
+@njit(cache=True)
+def window_lines(counts, a_lines, b_lines):
+    """Lines of `follower_windows`' windows: distinct tile_m's x ``a_lines`` + distinct tile_n's x ``b_lines``
+    (compiled: `_miss_sum` and `mean_gap` take their windows from it)."""
     return counts[:, 0] * a_lines + counts[:, 1] * b_lines
 
 
@@ -163,8 +165,8 @@ def follower_misses(counts, a_lines, b_lines, weight, misses_per_cta, cap_lines,
 def _miss_sum(counts, a_lines, b_lines, cap_lines, ways, cliff):
     """The L2 miss probabilities of the windows ``counts`` (`window_lines`), summed."""
     total = 0.0
-    for i in range(counts.shape[0]):
-        total += l2_miss_prob((counts[i, 0] * a_lines + counts[i, 1] * b_lines) / cap_lines, ways, cliff)
+    for lines in window_lines(counts, a_lines, b_lines):
+        total += l2_miss_prob(lines / cap_lines, ways, cliff)
     return total
 
 
@@ -172,10 +174,9 @@ def _miss_sum(counts, a_lines, b_lines, cap_lines, ways, cliff):
 def mean_gap(rounds, wraps, a_lines, b_lines):
     """The mean over `follower_windows`' shared tiles of the lines (`window_lines`, at least 0) between a
     tile's first and last copies in its round: ``rounds`` less ``wraps``; 0 for none."""
-    n = rounds.shape[0]
-    if n == 0:
+    if rounds.shape[0] == 0:
         return 0.0
     total = 0.0
-    for i in range(n):
-        total += max(0.0, (rounds[i, 0] - wraps[i, 0]) * a_lines + (rounds[i, 1] - wraps[i, 1]) * b_lines)
-    return total / n
+    for lines in window_lines(rounds - wraps, a_lines, b_lines):
+        total += max(0.0, lines)
+    return total / rounds.shape[0]

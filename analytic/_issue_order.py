@@ -32,8 +32,8 @@ from simcore._jit import njit
 from ._common import tile_samples
 from ._memo import memo
 
-__all__ = ["one_back_tables", "relative_valid", "issue_corrections", "request_order", "row_positions", "tile_valid_rows",
-           "b_lines_in_a_set", "NQ", "NV", "NB"]
+__all__ = ["one_back_tables", "relative_valid", "issue_corrections", "request_order", "row_positions",
+           "tile_valid_rows", "b_lines_in_a_set", "NQ", "NV", "NB"]
 
 #: quantiles kept: of the rows' window corrections, of the tiles' valid rows, of the filter lines in set
 NQ, NV, NB = 4, 8, 2

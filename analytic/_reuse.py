@@ -890,8 +890,8 @@ def row_units(hit, pix, row_bytes, unit):
 @njit(cache=True)
 def halo_spread(hist, whole):
     """`_window._halo_histogram`'s x[t, d]: position t's first touches beyond the single tile's (``whole``),
-    spread over the distances d > 0 as ``whole``'s reuses there exceed ``hist``'s. Compiled (its numpy form cost 3 % of a
-    pass over the fprop networks, `benchmarks/bench_analytic.py`)."""
+    spread over the distances d > 0 as ``whole``'s reuses there exceed ``hist``'s. Compiled (its numpy form
+    cost 3 % of a pass over the fprop networks, `benchmarks/bench_analytic.py`)."""
     n, nd = hist.shape
     x = np.zeros((n, nd), np.float64)
     for t in range(n):
