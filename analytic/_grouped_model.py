@@ -34,7 +34,7 @@ from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, sm_config_su
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "a964fb4c7076c60f"
+_JIT_DEPS_SHA256 = "4834130b7e3b32b7"
 
 
 @memo()
@@ -476,7 +476,7 @@ def _reread_figures(layer, kernel, line, sec, sets) -> tuple:
     return (_as_array(_window_lines, layer, kernel, line), _as_array(_tile_classes, layer, kernel, sec),
             *_b_lines(layer, kernel, line), *_reread_table(layer, kernel, sets, line),
             _window_pixels(layer, kernel, sec, sets, line),
-            _issue_order(kernel))
+            _issue_order(layer, kernel, sets, line))
 
 
 def _busy_periods(layer, kernel, gpu, machine) -> tuple:

@@ -71,8 +71,28 @@ def _jittered_miss(window, reach, tile_px, scale, others, b_lines, d, dm, order,
     warps on, one more when rr + rb >= g (chance rb / g), and wraps into the next iteration when its
     warp passes W (chance qb / W, or (qb + 1) / W after the carry): four cases, exact for r uniform.
     Seed 2 #86 (one row a warp request, 4 warps, 32 iterations): a pixel the next tap reads one row
-    earlier comes 96 rows later for three rows in four and 223 for the fourth, not 128."""
+    earlier comes 96 rows later for three rows in four and 223 for the fourth, not 128.
+
+    Where the tile's rows fall in classes of sets by their pixel (pixels of whole lines, a tap's rows reaching
+    ``nsa`` > 1 sets: `_issue_order`'s row figures), the lines between two reads in the re-read's set are the
+    rows of its class read between, not a share of all the requests: rows a warp reads may all lie in one
+    class, so the re-read's set sees a whole k-step's lines where half a k-step's requests lie between.
+    Each row m of the tile is then counted exactly: its class's rows after it in its k-step, the d - 1
+    k-steps between, and the class's rows before row m + dm in the last. Held-out seed 19 #10 (1x7
+    depthwise, C 384 fp16: 6 lines a pixel on 4 sets, pixels alternating between two; 2 warps reading
+    alternate rows): each warp's rows of a tap lie in one set, every re-read one tap on saw 1.09-1.31 times
+    the ways replayed (`l1sd3`), where the requests between said half of them 0.69."""
     ts, g, iters, req = order[0], order[1], order[2], order[3]
+    rows = int(order[4])
+    if rows > abs(dm):                      # rows in classes of sets: each row's class counted exactly
+        ahead, behind, same = order[5:5 + rows], order[5 + rows:5 + 2 * rows], order[5 + 2 * rows:5 + 3 * rows]
+        out = 0.0
+        lo_m, hi_m = max(0, -dm), min(rows, rows - dm)
+        for m in range(lo_m, hi_m):
+            f = (ahead[m] + behind[m + dm] + 1.0 + (d - 1) * same[m]) / (d * same[m])   # the window counts the row
+            out += _miss_ramp(scale * (min(tile_px, reach, window * f) + others * min(tile_px, window))
+                              + b_lines, lo, hi)
+        return out / (hi_m - lo_m)
     warps = ts / g
     a = dm // ts
     b = dm - a * ts
@@ -560,13 +580,42 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
 
 
 @functools.lru_cache(maxsize=256)
-def _issue_order(kernel) -> np.ndarray:
-    """A's issue order inside a k-step (`_jittered_miss`): (T_s rows an iteration, rows a warp request
-    covers, iterations, requests a k-step) of the stripmined map with T_c = T_k / V threads a row."""
+def _issue_head(kernel) -> np.ndarray:
+    """`_issue_order` without the rows' classes (T = 0): (T_s rows an iteration, rows a warp request covers,
+    iterations, requests a k-step, 0) of the stripmined map with T_c = T_k / V threads a row."""
     t_c = kernel.tile_k // kernel.vector
     t_s = kernel.threads // t_c
     iters = kernel.tile_m // t_s
-    out = np.array([t_s, 32.0 / t_c, iters, kernel.threads // 32 * iters], np.float64)
+    out = np.array([t_s, 32.0 / t_c, iters, kernel.threads // 32 * iters, 0.0], np.float64)
+    out.setflags(write=False)
+    return out
+
+
+def _issue_order(layer, kernel, sets, line) -> np.ndarray:
+    """A's issue order inside a k-step (`_jittered_miss`): `_issue_head`'s (T_s rows an iteration, rows a warp
+    request covers, iterations, requests a k-step), then T, the rows of the layer's first tile, and per row,
+    where a tap's rows fall in classes of sets by their pixel (pixels of whole lines reaching ``nsa`` > 1 sets,
+    `tap_phases`: the pixel's first line, linear index): its class's rows issued after it in the k-step,
+    before it, and in all (T = 0 and none elsewhere). The other rows of its warp request count half before it
+    and half after: where every row is of one class this gives `_jittered_miss`' requests between."""
+    head = _issue_head(kernel)
+    unit = layer.c * kernel.elem_bytes
+    if unit % line or tap_phases(layer, kernel.elem_bytes, sets, line)[2] == 1:
+        return head
+    t_s, iters = int(head[0]), int(head[2])
+    rows = min(kernel.tile_m, layer.gemm_m)
+    r = np.arange(rows)
+    image, rest = np.divmod(r, layer.p * layer.q)
+    p, q = np.divmod(rest, layer.q)
+    pixel = (image * layer.h + p * layer.stride[0]) * layer.w + q * layer.stride[1]
+    key = pixel * (unit // line) % sets
+    pos = (r % t_s) // int(head[1]) * iters + r // t_s
+    same = key[:, None] == key[None, :]
+    # a warp request's other rows go with it: half before it, half after (`_jittered_miss`' requests between)
+    together = 0.5 * (same & (pos[None, :] == pos[:, None])).sum(axis=1) - 0.5
+    ahead = (same & (pos[None, :] > pos[:, None])).sum(axis=1) + together
+    behind = (same & (pos[None, :] < pos[:, None])).sum(axis=1) + together
+    out = np.concatenate([head[:4], [rows], ahead, behind, same.sum(axis=1)]).astype(np.float64)
     out.setflags(write=False)
     return out
 

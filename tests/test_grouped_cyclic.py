@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 import analytic
 import simcore
 import traces
-from analytic._grouped_rereads import _b_sets, _cyclic_miss, _issue_order
+from analytic._grouped_rereads import _b_sets, _cyclic_miss, _issue_head
 from simcore import metrics as M
 
 A_MISSES = M.L1_LD_MISSES + ":A"
@@ -73,7 +73,7 @@ def naive_cyclic_miss(window, tile_px, scale, others, b_lines, tiles, ways, sets
 def test_cyclic_miss_is_the_step_over_every_placement_of_the_filter_slices(window, tile_px, lines_px, others,
                                                                           b_lines, tiles, ways, sets):
     scale = lines_px / (ways * 2)
-    order = _issue_order(traces.KernelConfig(tile_m=128, tile_n=128, tile_k=32, threads=256))
+    order = _issue_head(traces.KernelConfig(tile_m=128, tile_n=128, tile_k=32, threads=256))
     got = _cyclic_miss(window, tile_px, tile_px, scale, float(others), b_lines, float(tiles), 1, 0, order,
                        float(ways), float(sets))
     assert got == pytest.approx(naive_cyclic_miss(window, tile_px, scale, others, b_lines, tiles, ways, sets),

@@ -14,7 +14,7 @@ import analytic
 import simcore
 import traces
 from analytic._counts import _ramp
-from analytic._grouped_rereads import (_axis_arrays, _between, _cross_windows, _issue_order, _jittered_miss, _merged,
+from analytic._grouped_rereads import (_axis_arrays, _between, _cross_windows, _issue_head, _jittered_miss, _merged,
                                      _tile_rereads, _unique_rows, residency_classes)
 from simcore import metrics as Mx
 from traces import ConvLayer, KernelConfig
@@ -147,7 +147,7 @@ def test_jittered_miss_averages_over_the_issue_order(tk, vector, threads, tm, d,
         # this CTA's rows between the two reads move with their places; the SM's other CTAs read d k-steps
         x = scale * (min(500.0, 450.0, window * f) + others * min(500.0, window)) + b_lines
         want += (1.0 - _ramp(x, lo, hi)) / t_s
-    got = _jittered_miss(window, 450.0, 500.0, scale, others, b_lines, d, dm, _issue_order(kernel), lo, hi)
+    got = _jittered_miss(window, 450.0, 500.0, scale, others, b_lines, d, dm, _issue_head(kernel), lo, hi)
     assert got == pytest.approx(want, abs=1e-12)
 
 
