@@ -24,6 +24,7 @@ from ._common import _TEMPLATE, cdiv, layer_time, nsets, tile_samples, uniq_inpu
 from ._counts import _ramp, l1_counts
 from ._l2 import PATTERN_X, blocks_cliff, cliff_params, l2_miss_prob, l2_miss_window, pattern_cliff
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
+from ._grouped_filters import in_set_ratio, round_lines
 from ._grouped_rereads import (_issue_order, _reread_misses, _reread_table, _window_pixels, residency_classes,
                                tap_phases)
 from ._geometry import _fprop, grid
@@ -34,7 +35,7 @@ from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, sm_config_su
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4834130b7e3b32b7"
+_JIT_DEPS_SHA256 = "b07191fedf80d3ec"
 
 
 @memo()
@@ -335,6 +336,38 @@ def _slot_groups(tiles_m, tiles_n, swz, step, span, take, tn, kg):
     return out
 
 
+@njit(cache=True)
+def _slot_columns(tiles_m, tiles_n, swz, sms, slots, take):
+    """Distinct CTA columns among an SM's ``slots`` co-resident CTAs (slot s holds block v + s sms,
+    `_schedule.tile_of`), the mean over ``take`` blocks v spread over the grid: the distinct filter tiles they
+    read. Held-out seed 33 #134 (8 columns in bands of 8, 132 SMs, 8 CTAs an SM): slots 132 blocks apart are 4
+    columns apart, so an SM's 8 CTAs read 2 filter tiles, not 8 (A's L1 hits -63 % when every CTA's filter
+    lines were counted in the re-read's set)."""
+    ctas = tiles_m * tiles_n
+    span = max(1, ctas - (slots - 1) * sms)
+    n = min(span, take)
+    seen = np.empty(max(slots, 1), np.int64)
+    total = 0
+    for i in range(n):
+        v = i * span // n
+        k = 0
+        for s in range(slots):
+            b = v + s * sms
+            if b >= ctas:
+                break
+            col = tile_of(b, tiles_m, tiles_n, swz)[1]
+            new = True
+            for q in range(k):
+                if seen[q] == col:
+                    new = False
+                    break
+            if new:
+                seen[k] = col
+                k += 1
+        total += k
+    return total / n
+
+
 _ONE_WINDOW = np.ones((1, 2), np.float64)
 _SLOT_SAMPLES = 64          # blocks sampled for the columns between two slots of an SM
 
@@ -383,8 +416,10 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     b_round, b_slice = b_round / (ways * sets), b_slice / (ways * sets)
     # co-resident CTAs of one CTA column read the same filter lines: at most tiles_n distinct filter tiles
     tiles_n = cdiv(layer.k, kernel.tile_n)
+    tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
     residents = np.array([(resident, _same_class_residents(layer, kernel, gpu, resident, sets // reach), share,
-                           _filter_blocks(layer, kernel, gpu.line_bytes, min(resident, float(tiles_n))))
+                           _filter_blocks(layer, kernel, gpu.line_bytes, min(resident, _slot_columns(
+                               tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, math.ceil(resident), _SLOT_SAMPLES))))
                           for resident, share in _present_classes(layer, kernel, ctas, gpu.sms, cps)], np.float64)
     # the sets a pixel's window fills in the next group's walk: a tap's sets times the lines the window covers
     # (1x1 depthwise C 256 fp32: 1,024-byte pixels reach one set, 128-byte windows straddle into a second; the
@@ -392,7 +427,8 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     a_sets = min(float(sets), nsa * math.ceil(float(windows_all[:, 0] @ windows_all[:, 1]) - 1e-9))
     cross, intra, by_class, by_dist = _reread_misses(
         intra_rows, cross_rows, longest, windows, classes, residents, float(ways * nsa), b_round, b_slice, win_tile,
-        f.l1_hit_lo, f.l1_hit_hi, order, (float(ways), float(sets), a_sets, float(nphase)))
+        f.l1_hit_lo, f.l1_hit_hi, order,
+        (float(ways), float(sets), a_sets, float(nphase), in_set_ratio(layer, kernel, sets, gpu.line_bytes)))
     if windows.shape[0] < windows_all.shape[0]:   # one L1 class: each class of the L2's at its share
         by_class = by_class[0][None, :] * windows_all[:, 1:2]
         by_dist = by_dist[0][None, :, :] * windows_all[:, 1][:, None, None]
@@ -767,10 +803,9 @@ def _b_lines_slice(layer, kernel, line) -> float:
 
 
 def _b_lines_round(layer, kernel, line) -> float:
-    """Filter lines a CTA reads in one round: its group's rows (kMultipleGroup: K_g; kSingleGroup: its
-    T_n filters), T_k channels of each, straddling into the next line by (T_k e - 1) / 128 on average."""
-    rows = layer.k_per_group if group_mode(layer, kernel) == "multiple" else min(kernel.tile_n, layer.k)
-    return rows * (1.0 + (min(kernel.tile_k, layer.c_per_group) * kernel.elem_bytes - 1) / line)
+    """Filter lines a CTA reads in one round (`_grouped_filters.round_lines`: its rows' k-step channels, at the
+    rows' own alignments to a line)."""
+    return round_lines(layer, kernel, line)
 
 
 def _b_shared(layer, kernel, gpu, f, machine) -> float:
@@ -791,8 +826,11 @@ def _b_shared(layer, kernel, gpu, f, machine) -> float:
         return 0.0
     lines_b, lines_a, life, pitch_b = _slice_lines(layer, kernel, gpu.line_bytes, gpu.sector_bytes)
     nsb = nsets((pitch_b,), sets, gpu.line_bytes)
-    return _shared_slices(cfg, (lines_b / nsb + lines_a / sets) / ways, life / (ways * sets),
-                          f.l1_hit_lo, f.l1_hit_hi) / weight
+    # a round's A lines in the filter lines' sets: their mean a set times `in_set_ratio` (the same ratio either
+    # way: seed 16 #279, 4,608-byte filter rows and 1,024-byte pixels, puts a round's 32 filter lines and the
+    # tile's 32 pixel lines all in one set; BREP re-reads there missed 99.4 % simulated, spread they hit)
+    return _shared_slices(cfg, (lines_b / nsb + lines_a / sets * in_set_ratio(layer, kernel, sets, gpu.line_bytes))
+                          / ways, life / (ways * sets), f.l1_hit_lo, f.l1_hit_hi) / weight
 
 
 @memo()

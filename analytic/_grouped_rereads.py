@@ -518,7 +518,9 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
     The next group's re-read sees the share of its tile's pixels that `_cross_windows` counts, and replays the
     group's walk over the same pixels: an exact cyclic walk whatever the pixel's place in the issue order,
     judged on the LRU step with the filter slices in their own sets (`_cyclic_miss`; ``l1`` = (ways, sets, the
-    sets the re-read pixels' windows fill: a filter line between lands in one of those)).
+    sets the re-read pixels' windows fill: a filter line between lands in one of those, the taps' classes of
+    sets, the filter lines of a round in the re-read's set over their mean a set: `_grouped_filters.in_set_ratio`,
+    for the re-reads inside a group)).
     Replayed, such re-reads are kept below the ways and lost past them: seed 3 #77 (3 CTAs of 302 pixels, 1.5
     lines a pixel, on a v100 with twice the L1) loses 61 % of them at x = 1.05, where the fitted ramp kept
     57 %; its L2 reads went -27.7 -> -3.2 %."""
@@ -555,7 +557,7 @@ def _reread_misses(intra_rows, cross_rows, longest, windows, classes, residents,
                 for r in range(intra_rows.shape[0]):
                     t1, d, dm = int(intra_rows[r, 0]), int(intra_rows[r, 1]), int(intra_rows[r, 2])
                     p_intra[r] = _intra_miss(win_tile, t1, d, dm, ratio, own, other, wl, tile_px, scale, others,
-                                             min(bs * d, bc), order, lo, hi)
+                                             min(bs * d, bc) * l1[4], order, lo, hi)
                     miss = wt * intra_rows[r, 3] * p_intra[r]
                     intra += miss
                     by_class[li, 1] += miss
