@@ -31,6 +31,7 @@ def _blocks(layer, kernel) -> range:
     return range(0, layer.c_per_group, kernel.tile_k)
 
 
+@memo()
 def round_lines(layer, kernel, line) -> float:
     """Distinct filter lines a CTA reads in one round: each of its K rows (`filter_rows`, R S C_g e = P bytes
     apart) reads its k-step's channels, w = min(T_k, C_g - c0) e bytes at offset (t C_g + c0) e, the rows of a

@@ -25,8 +25,8 @@ from ._counts import _ramp, l1_counts
 from ._l2 import PATTERN_X, blocks_cliff, cliff_params, l2_miss_prob, l2_miss_window, pattern_cliff
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
 from ._grouped_filters import in_set_ratio, round_lines
-from ._grouped_rereads import (_issue_order, _reread_misses, _reread_table, _window_pixels, residency_classes,
-                               tap_phases)
+from ._grouped_rereads import (_class_shifts, _issue_order, _reread_misses, _reread_table, _window_pixels,
+                               residency_classes, tap_phases)
 from ._geometry import _fprop, grid
 from ._memo import memo
 from ._readers import later_windows, reader_windows
@@ -35,7 +35,7 @@ from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, sm_config_su
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "b07191fedf80d3ec"
+_JIT_DEPS_SHA256 = "975b1c92096fe256"
 
 
 @memo()
@@ -414,7 +414,8 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     windows_all = windows
     windows = windows if reach == sets else _ONE_WINDOW
     b_round, b_slice = b_round / (ways * sets), b_slice / (ways * sets)
-    # co-resident CTAs of one CTA column read the same filter lines: at most tiles_n distinct filter tiles
+    # co-resident CTAs of one CTA column read the same filter lines in step: the SM's distinct filter tiles are
+    # the distinct columns of its slots (`_slot_columns`)
     tiles_n = cdiv(layer.k, kernel.tile_n)
     tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
     residents = np.array([(resident, _same_class_residents(layer, kernel, gpu, resident, sets // reach), share,
@@ -509,10 +510,12 @@ def _reread_figures(layer, kernel, line, sec, sets) -> tuple:
     (window lines per class of channel blocks, tile classes, a round's and a group step's filter lines,
     the re-read table's intra, cross and longest rows, a tile's distinct pixels between taps, the issue
     order)."""
+    table = _reread_table(layer, kernel, sets, line)
+    # the issue order's rows in classes of sets, per dm of the re-read table's rows (`_class_shifts`)
+    dms = np.unique(np.concatenate((table[0][:, 2], table[1][:, 1]))).astype(np.int64)
     return (_as_array(_window_lines, layer, kernel, line), _as_array(_tile_classes, layer, kernel, sec),
-            *_b_lines(layer, kernel, line), *_reread_table(layer, kernel, sets, line),
-            _window_pixels(layer, kernel, sec, sets, line),
-            _issue_order(layer, kernel, sets, line))
+            *_b_lines(layer, kernel, line), *table, _window_pixels(layer, kernel, sec, sets, line),
+            _class_shifts(_issue_order(layer, kernel, sets, line), dms))
 
 
 def _busy_periods(layer, kernel, gpu, machine) -> tuple:

@@ -78,21 +78,24 @@ def _jittered_miss(window, reach, tile_px, scale, others, b_lines, d, dm, order,
     rows of its class read between, not a share of all the requests: rows a warp reads may all lie in one
     class, so the re-read's set sees a whole k-step's lines where half a k-step's requests lie between.
     Each row m of the tile is then counted exactly: its class's rows after it in its k-step, the d - 1
-    k-steps between, and the class's rows before row m + dm in the last. Held-out seed 19 #10 (1x7
+    k-steps between, and the class's rows before row m + dm in the last (``order`` past its fifth entry:
+    `_class_shifts`' table of those counts per dm, rows alike merged). Held-out seed 19 #10 (1x7
     depthwise, C 384 fp16: 6 lines a pixel on 4 sets, pixels alternating between two; 2 warps reading
     alternate rows): each warp's rows of a tap lie in one set, every re-read one tap on saw 1.09-1.31 times
     the ways replayed (`l1sd3`), where the requests between said half of them 0.69."""
     ts, g, iters, req = order[0], order[1], order[2], order[3]
-    rows = int(order[4])
-    if rows > abs(dm):                      # rows in classes of sets: each row's class counted exactly
-        ahead, behind, same = order[5:5 + rows], order[5 + rows:5 + 2 * rows], order[5 + 2 * rows:5 + 3 * rows]
-        out = 0.0
-        lo_m, hi_m = max(0, -dm), min(rows, rows - dm)
-        for m in range(lo_m, hi_m):
-            f = (ahead[m] + behind[m + dm] + 1.0 + (d - 1) * same[m]) / (d * same[m])   # the window counts the row
-            out += _miss_ramp(scale * (min(tile_px, reach, window * f) + others * min(tile_px, window))
-                              + b_lines, lo, hi)
-        return out / (hi_m - lo_m)
+    i = 5
+    for _ in range(int(order[4])):          # rows in classes of sets (`_class_shifts`): this dm's entry
+        k = int(order[i + 1])
+        if int(order[i]) == dm:
+            out = 0.0
+            for j in range(i + 2, i + 2 + 3 * k, 3):
+                # the class's rows between, the re-read row included, over d k-steps' of them
+                f = (order[j] + (d - 1) * order[j + 1]) / (d * order[j + 1])
+                out += order[j + 2] * _miss_ramp(scale * (min(tile_px, reach, window * f)
+                                                          + others * min(tile_px, window)) + b_lines, lo, hi)
+            return out
+        i += 2 + 3 * k
     warps = ts / g
     a = dm // ts
     b = dm - a * ts
@@ -612,14 +615,89 @@ def _issue_order(layer, kernel, sets, line) -> np.ndarray:
     pixel = (image * layer.h + p * layer.stride[0]) * layer.w + q * layer.stride[1]
     key = pixel * (unit // line) % sets
     pos = (r % t_s) // int(head[1]) * iters + r // t_s
-    same = key[:, None] == key[None, :]
-    # a warp request's other rows go with it: half before it, half after (`_jittered_miss`' requests between)
-    together = 0.5 * (same & (pos[None, :] == pos[:, None])).sum(axis=1) - 0.5
-    ahead = (same & (pos[None, :] > pos[:, None])).sum(axis=1) + together
-    behind = (same & (pos[None, :] < pos[:, None])).sum(axis=1) + together
-    out = np.concatenate([head[:4], [rows], ahead, behind, same.sum(axis=1)]).astype(np.float64)
+    out = np.empty(5 + 3 * rows)
+    out[:4] = head[:4]
+    out[4] = rows
+    _row_classes(key, pos, out[5:5 + rows], out[5 + rows:5 + 2 * rows], out[5 + 2 * rows:])
     out.setflags(write=False)
     return out
+
+
+@njit(cache=True)
+def _row_classes(key, pos, ahead, behind, same):
+    """Per row: the rows of its class (equal ``key``) issued after it, before it, and in all (itself
+    included); a warp request's other rows (equal ``pos``) go with it, half before it and half after
+    (`_jittered_miss`' requests between). Filled in place (compiled: the numpy matrices took 58 us a shape)."""
+    n = key.shape[0]
+    for m in range(n):
+        a = 0.0
+        b = 0.0
+        c = 0.0
+        for r in range(n):
+            if key[r] != key[m]:
+                continue
+            c += 1.0
+            if r == m:
+                continue
+            if pos[r] > pos[m]:
+                a += 1.0
+            elif pos[r] < pos[m]:
+                b += 1.0
+            else:
+                a += 0.5
+                b += 0.5
+        ahead[m] = a
+        behind[m] = b
+        same[m] = c
+
+
+@njit(cache=True)
+def _class_shifts(order, dms):
+    """`_jittered_miss`' issue order with the rows' classes as a table per dm: `_issue_order`'s first four
+    figures, the number of dms, then per dm in ``dms`` (dm, K, then K triples (x, S, weight)): over the rows m
+    of the tile with m + dm in it, x = its class's rows after m + those before m + dm + 1 (the re-read row)
+    and S = its class's rows, distinct (x, S) pairs with their share of the rows. The per-row figures run a
+    few rows' patterns, so a dm's table holds a handful of pairs where the rows number up to 256 (the
+    grouped benchmark's re-read sums were 2.4 times slower row by row). Without classes (T = 0) the order
+    is returned as it is."""
+    rows = int(order[4])
+    if rows == 0:
+        return order.copy()
+    ahead, behind, same = order[5:5 + rows], order[5 + rows:5 + 2 * rows], order[5 + 2 * rows:5 + 3 * rows]
+    out = np.empty(5 + dms.shape[0] * (2 + 3 * rows))
+    out[:4] = order[:4]
+    n = 0
+    i = 5
+    keys = np.empty(rows, np.float64)
+    for q in range(dms.shape[0]):
+        dm = int(dms[q])
+        lo_m, hi_m = max(0, -dm), min(rows, rows - dm)
+        if hi_m <= lo_m:
+            continue
+        count = hi_m - lo_m
+        for m in range(lo_m, hi_m):              # (2 x, S) as one sortable key: x counts halves, S < 2^20 rows
+            keys[m - lo_m] = 2.0 * (ahead[m] + behind[m + dm] + 1.0) * 1048576.0 + same[m]
+        ordered = np.sort(keys[:count])
+        out[i] = dm
+        k = 0
+        j = 0
+        while j < count:
+            e = j
+            while e < count and ordered[e] == ordered[j]:
+                e += 1
+            key = ordered[j]
+            twice = math.floor(key / 1048576.0)
+            base = i + 2 + 3 * k
+            out[base] = twice / 2.0
+            out[base + 1] = key - twice * 1048576.0
+            out[base + 2] = (e - j) / count
+            k += 1
+            j = e
+        out[i + 1] = k
+        i += 2 + 3 * k
+        n += 1
+    out[4] = n
+    return out[:i]
 
 
 @functools.lru_cache(maxsize=4096)

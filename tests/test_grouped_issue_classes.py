@@ -111,3 +111,37 @@ def test_warps_of_one_set_each_match_simulation():
     sim = traces.simulate_layer(layer, gpu, kernel)[A_MISSES]
     pred = analytic.predict_layer(layer, gpu, kernel)[A_MISSES]
     assert abs(pred - sim) / sim < 0.05, (pred, sim)
+
+
+@settings(max_examples=40, deadline=None)
+@given(c_lines=st.integers(1, 7), dtype=st.sampled_from(["fp32", "fp16"]), tile_m=st.sampled_from([32, 64, 128, 256]),
+       threads=st.sampled_from([64, 128, 256]), tile_k=st.sampled_from([8, 16, 32]), d=st.integers(1, 9),
+       dms=st.lists(st.integers(-40, 40), min_size=1, max_size=6, unique=True), window=st.floats(10, 400),
+       scale=st.floats(0.001, 0.02), others=st.floats(0, 3), b_lines=st.floats(0, 0.3))
+def test_class_shifts_table_is_the_row_by_row_mean(c_lines, dtype, tile_m, threads, tile_k, d, dms, window, scale,
+                                                   others, b_lines):
+    """`_jittered_miss` on `_class_shifts`' table: the mean over the tile's rows m (m + dm in the tile) of the
+    miss at its own window, f = (its class's rows after m + before m + dm + 1 + (d - 1) S) / (d S)."""
+    from analytic._grouped_rereads import _class_shifts, _jittered_miss, _miss_ramp
+    eb = 4 if dtype == "fp32" else 2
+    c = c_lines * 128 // eb
+    layer = traces.ConvLayer(2, c, 9, 11, c, 3, 3, pad=1, groups=c, name="dw")
+    try:
+        kernel = traces.KernelConfig(tile_m=tile_m, tile_n=32, tile_k=tile_k, threads=threads, dtype=dtype)
+    except ValueError:
+        assume(False)
+    order = _issue_order(layer, kernel, 4, 128)
+    rows = int(order[4])
+    assume(rows > 0)
+    ahead, behind, same = order[5:5 + rows], order[5 + rows:5 + 2 * rows], order[5 + 2 * rows:]
+    table = _class_shifts(order, np.array(sorted(dms), np.int64))
+    lo, hi = 0.95, 1.1
+    for dm in dms:
+        ms = range(max(0, -dm), min(rows, rows - dm))
+        if not ms:
+            continue
+        want = sum(_miss_ramp(scale * (min(500.0, 450.0, window * (ahead[m] + behind[m + dm] + 1 + (d - 1) * same[m])
+                                              / (d * same[m])) + others * min(500.0, window)) + b_lines, lo, hi)
+                   for m in ms) / len(ms)
+        got = _jittered_miss(window, 450.0, 500.0, scale, others, b_lines, d, dm, table, lo, hi)
+        assert got == pytest.approx(want, abs=1e-9)
