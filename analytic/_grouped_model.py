@@ -829,11 +829,19 @@ def _b_shared(layer, kernel, gpu, f, machine) -> float:
         return 0.0
     lines_b, lines_a, life, pitch_b = _slice_lines(layer, kernel, gpu.line_bytes, gpu.sector_bytes)
     nsb = nsets((pitch_b,), sets, gpu.line_bytes)
-    # a round's A lines in the filter lines' sets: their mean a set times `in_set_ratio` (the same ratio either
-    # way: seed 16 #279, 4,608-byte filter rows and 1,024-byte pixels, puts a round's 32 filter lines and the
-    # tile's 32 pixel lines all in one set; BREP re-reads there missed 99.4 % simulated, spread they hit)
-    return _shared_slices(cfg, (lines_b / nsb + lines_a / sets * in_set_ratio(layer, kernel, sets, gpu.line_bytes))
-                          / ways, life / (ways * sets), f.l1_hit_lo, f.l1_hit_hi) / weight
+    # a round's A lines lie in the ``reach`` sets its pixel pitch reaches: a filter line's set holds them all or
+    # none, the first with the chance that puts `in_set_ratio` times their mean a set in it (seed 16 #279,
+    # 4,608-byte filter rows and 1,024-byte pixels: a round's 32 filter lines and the tile's 32 pixel lines all
+    # in one set, BREP re-reads there missed 99.4 % simulated; held-out 22 #288, 2-line filter rows in 2 sets,
+    # 8-line pixels in one of them: half the filter lines beside the 64 pixel lines, 42 % hits simulated, 80 %
+    # predicted at the mean)
+    reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)
+    chance = min(1.0, in_set_ratio(layer, kernel, sets, gpu.line_bytes) * reach / sets)
+    life_x = life / (ways * sets)
+    out = chance * _shared_slices(cfg, (lines_b / nsb + lines_a / reach) / ways, life_x, f.l1_hit_lo, f.l1_hit_hi)
+    if chance < 1.0:
+        out += (1.0 - chance) * _shared_slices(cfg, lines_b / nsb / ways, life_x, f.l1_hit_lo, f.l1_hit_hi)
+    return out / weight
 
 
 @memo()
