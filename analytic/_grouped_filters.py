@@ -16,6 +16,7 @@ import numpy as np
 from traces import tensor_bases
 from traces.grouped import group_mode
 
+from ._common import even_picks
 from ._memo import memo
 
 _GROUP_SAMPLES = 16         # groups of the layer whose rounds are counted (evenly spaced)
@@ -104,9 +105,9 @@ def in_set_ratio(layer, kernel, sets, line) -> float:
     # the CTAs' rounds: kMultipleGroup, group g's (its K_g filters); kSingleGroup, CTA column j's (T_n filters
     # from j T_n, in group j T_n / K_g)
     units = layer.groups if multiple else -(-layer.k // kernel.tile_n)
-    unit_ids = np.unique(np.linspace(0, units - 1, min(units, _GROUP_SAMPLES)).round().astype(np.int64))
+    unit_ids = even_picks(units, min(units, _GROUP_SAMPLES))
     blocks = np.array(list(_blocks(layer, kernel)), np.int64)
-    blocks = blocks[np.unique(np.linspace(0, blocks.size - 1, min(blocks.size, _BLOCK_SAMPLES)).round().astype(np.int64))]
+    blocks = blocks[even_picks(blocks.size, min(blocks.size, _BLOCK_SAMPLES))]
     u, c0, t = np.meshgrid(unit_ids, blocks, np.arange(layer.r * layer.s), indexing="ij")
     u, c0, t = u.ravel(), c0.ravel(), t.ravel()
     first_filter = u * layer.k_per_group if multiple else u * kernel.tile_n

@@ -24,7 +24,7 @@ from ._common import _TEMPLATE, cdiv, layer_time, nsets, tile_samples, uniq_inpu
 from ._counts import _ramp, l1_counts
 from ._l2 import PATTERN_X, blocks_cliff, cliff_params, l2_miss_prob, l2_miss_window, pattern_cliff
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
-from ._grouped_filters import in_set_ratio, round_lines
+from ._grouped_filters import filter_rows, in_set_ratio, round_lines
 from ._grouped_rereads import (_class_shifts, _issue_order, _reread_misses, _reread_table, _window_pixels,
                                residency_classes, tap_phases)
 from ._geometry import _fprop, grid
@@ -403,7 +403,8 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     ``l1_hit_hi``); the next group's re-read replays the same walk, a step at the ways
     (`_grouped_rereads._cyclic_miss`)."""
     cps, ways, sets = machine
-    ctas = cdiv(layer.gemm_m, kernel.tile_m) * cdiv(layer.k, kernel.tile_n)
+    tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
+    ctas = tiles_m * tiles_n
     reach = nsets((layer.c * kernel.elem_bytes,), sets, gpu.line_bytes)
     # the sets one tap's pixels reach (`tap_phases`): the windows count the pixels of the re-read's class
     nphase, nsa = tap_phases(layer, kernel.elem_bytes, sets, gpu.line_bytes)[1:]
@@ -416,8 +417,6 @@ def reuse_misses(layer, kernel, gpu, machine, f) -> tuple:
     b_round, b_slice = b_round / (ways * sets), b_slice / (ways * sets)
     # co-resident CTAs of one CTA column read the same filter lines in step: the SM's distinct filter tiles are
     # the distinct columns of its slots (`_slot_columns`)
-    tiles_n = cdiv(layer.k, kernel.tile_n)
-    tiles_m = cdiv(layer.gemm_m, kernel.tile_m)
     residents = np.array([(resident, _same_class_residents(layer, kernel, gpu, resident, sets // reach), share,
                            _filter_blocks(layer, kernel, gpu.line_bytes, min(resident, _slot_columns(
                                tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, math.ceil(resident), _SLOT_SAMPLES))))
@@ -801,8 +800,7 @@ def _b_lines(layer, kernel, line) -> tuple:
 def _b_lines_slice(layer, kernel, line) -> float:
     """Filter lines of a CTA's group step: its rows (kMultipleGroup: the group's K_g filters;
     kSingleGroup: its T_n), R S C_g elements each, one contiguous block."""
-    rows = layer.k_per_group if group_mode(layer, kernel) == "multiple" else min(kernel.tile_n, layer.k)
-    return rows * layer.r * layer.s * layer.c_per_group * kernel.elem_bytes / line + 1.0
+    return filter_rows(layer, kernel) * layer.r * layer.s * layer.c_per_group * kernel.elem_bytes / line + 1.0
 
 
 def _b_lines_round(layer, kernel, line) -> float:
