@@ -35,7 +35,7 @@ from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, sm_config_su
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "975b1c92096fe256"
+_JIT_DEPS_SHA256 = "3dddebd20e031bad"
 
 
 @memo()
@@ -849,12 +849,36 @@ def _slice_lines(layer, kernel, line, sec) -> tuple:
     sectors of its groups' channel range) and its filter slice, the filter pitch in bytes)."""
     eb = kernel.elem_bytes
     lines_a = min(kernel.tile_m, layer.gemm_m) * (1.0 + (kernel.tile_k * eb - 1) / line)
-    per_pixel = _pixel_sectors(layer, kernel, sec)[1]
-    life_a = (_tile_pixels(layer, kernel, sec)[1] * max(1.0, per_pixel * sec / line)
-              / cdiv(layer.k, kernel.tile_n))
+    life_a = _tile_pixels(layer, kernel, sec)[1] * _row_lines_per_pixel(layer, kernel, line)
     life_b = min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb / line + 1.0
     return (_b_lines_round(layer, kernel, line), lines_a, life_a + life_b,
             layer.r * layer.s * layer.c_per_group * eb)
+
+
+@memo()
+def _row_lines_per_pixel(layer, kernel, line) -> float:
+    """Distinct lines per read input pixel of a CTA column's channel range, over one image row: the pixels
+    the taps read along w (every output column, every tap), each covering its channels' bytes, lines shared
+    by neighbours counted once; the mean over the columns. Pixels narrower than a line that the taps read
+    side by side share lines (62 #88: 32-byte pixels, 7x7 stride 4, every pixel of a row read: a quarter
+    line each, not one, and a lifetime's lines fit the L1, where the PREV_B filter re-reads all hit
+    simulated); pixels the stride skips take their own lines."""
+    sw, pw, dw = layer.stride[1], layer.pad[1], layer.dilation[1]
+    taps = (np.arange(layer.q)[:, None] * sw + np.arange(layer.s)[None, :] * dw - pw).ravel()
+    w = np.unique(taps[(taps >= 0) & (taps < layer.w)])
+    if not w.size:
+        return 1.0
+    eb, pitch = kernel.elem_bytes, layer.c * kernel.elem_bytes
+    total, cols = 0.0, cdiv(layer.k, kernel.tile_n)
+    for col in range(cols):
+        channels = _column_channels(layer, kernel, col)
+        if channels is None:
+            continue
+        first = (w * pitch + channels[0] * eb) // line
+        last = (w * pitch + channels[1] * eb - 1) // line
+        start = np.maximum(first, np.concatenate(([first[0]], last[:-1] + 1)))
+        total += float(np.maximum(last - start + 1, 0).sum())
+    return total / (w.size * cols)
 
 
 @njit(cache=True)

@@ -535,7 +535,7 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
-               b_ratio, a_rounds, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False):
+               b_ratio, a_rounds, b_gaps, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -709,8 +709,29 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         # share over which the line was read
                         a_one = rows_distinct * (T / M) * lpm_a
                         b_one = min(ksteps * lines_b, slice_b)
-                        h_prev = _life_hit(na * a_one, nb * b_one, pna * a_one, pnb * b_one, span,
-                                           ns_life * ways, lo, hi)
+                        # a line's reads one wave apart: the rounds between the earlier CTA's last read and
+                        # this CTA's first (``b_gaps``; k - 1 where not enumerated), distinct lines at most a
+                        # lifetime's, and the round between the last sharer's read and this CTA's (d_b's lines)
+                        # (62 #79, one k-step, 3 CTAs of a column an SM: a lifetime's 120 lines over the L1's
+                        # 96 counted every PREV_B read a miss, yet only this CTA's own round, 72 lines over
+                        # the 4 sets, lies between)
+                        # a round's A lines: where rounds read disjoint lines (1x1: channel blocks of the same
+                        # pixels; nchw: its channel planes in turn) a lifetime's k-th, and d rounds d of them;
+                        # nhwc taps overlap, and a few rounds read most of the window (seed 9 #17,
+                        # `_geometry.b_line_hold`): all of it (a filter position's lines for the round itself)
+                        disjoint = RS == 1 or dscale != 1.0
+                        a_round = a_one / ksteps if disjoint else min(a_one, lines_a)
+                        rnd_a = (1.0 - 1.0 / nb) * na * a_round + a_round
+                        rnd_b = (1.0 - 1.0 / nb) * nb * lines_b + lines_b
+                        ngap = b_gaps.shape[1]
+                        for g in range(max(ngap, 1)):
+                            d = b_gaps[0, g] if ngap else ksteps - 1.0
+                            wg = b_gaps[1, g] if ngap else 1.0
+                            a_d = d * a_round if disjoint else (a_one if d > 0.0 else 0.0)
+                            b_d = min(b_one, d * lines_b)
+                            h_prev += wg * _life_hit(min(na * a_one, na * a_d + rnd_a), min(nb * b_one, nb * b_d + rnd_b),
+                                                     min(pna * a_one, pna * a_d + rnd_a),
+                                                     min(pnb * b_one, pnb * b_d + rnd_b), span, ns_life * ways, lo, hi)
                         if b_hold > 0.0:
                             # a line read over a share of the lifetime: that much less lies between, the same
                             # for every line of the SMs' walk in step, so the LRU step; with ``b_visits``, the

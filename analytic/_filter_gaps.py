@@ -1,0 +1,79 @@
+"""The k-steps at which a CTA reads each line of its filter slice (fprop), and what that leaves between a
+line's reads when CTAs of its column run one after the other on an SM (`_reuse.l1_configs`' PREV_B).
+
+A CTA reads filter line l at some of its k k-steps; the next CTA of the column on the SM reads it at the same
+ones. The line stays in the L1 from CTA to CTA, and every read of it hits, where it survives the longest
+stretch of rounds without a read of it, cyclically: between two of its k-steps in a lifetime, or from its
+last k-step e(l) to the next CTA's first f(l), k - 1 - (e(l) - f(l)) rounds (the store round allocates
+nothing in the L1), plus the round of the read itself. A line that two filter rows share (rows R S C e bytes
+apart, not a multiple of a line) is read at the end of one row's walk and the start of the next one's, and
+the next CTA finds it a round later (62 #85, nchw fp16 5x5 C 4: 200-byte filter rows, a 4-k-step lifetime,
+95 of a tile's 150 filter lines straddle two rows; the previous wave's slice was found by most first
+holders simulated, by none predicted from one lifetime of the SM's lines).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._memo import memo
+
+__all__ = ["b_line_gaps", "line_gaps", "NO_GAPS"]
+
+#: no enumeration (ops other than fprop): every line k - 1 rounds apart, filled in by the caller
+NO_GAPS = np.zeros((2, 0), np.float64)
+
+# chunks (filter row x k-step) enumerated at most: rows beyond this many k-steps' worth are not walked
+# (the pattern of line phases repeats every 128 / gcd(pitch, 128) rows)
+_MAX_CHUNKS = 1 << 16
+# classes of gaps kept (equal-weight quantiles of the lines' gaps, each at its mean)
+_CLASSES = 6
+
+
+def line_gaps(layout, C, R, S, K, tn, tk, eb, line) -> np.ndarray:
+    """fprop: per filter line a CTA's slice reads (its first ``tn`` filters, at most K, of R S C elements;
+    a block of rows where the slice would take more than `_MAX_CHUNKS` chunks), the longest stretch of
+    k-steps without a read of it, cyclically over CTA after CTA: between two of its k-steps in a lifetime,
+    or from its last read to the next CTA's first (k - 1 - (last - first)). k-steps as in DESIGN section 3:
+    nhwc, channel block outermost, then the filter position; nchw, the row's R S C elements in tile_k chunks.
+    Sorted ascending."""
+    RS = R * S
+    pitch = RS * C * eb
+    if layout == "nhwc":
+        nblk = -(-C // tk)
+        ksteps = RS * nblk
+        ks = np.arange(ksteps)
+        blk, rs = ks // RS, ks % RS
+        off = rs * C * eb + blk * tk * eb
+        size = np.minimum(tk, C - blk * tk) * eb
+    else:
+        ksteps = -(-(C * RS) // tk)
+        ks = np.arange(ksteps)
+        off = ks * tk * eb
+        size = np.minimum(tk, C * RS - ks * tk) * eb
+    rows = max(1, min(tn, K, _MAX_CHUNKS // max(ksteps, 1)))
+    lo = (np.arange(rows)[:, None] * pitch + off[None, :]).ravel()
+    hi = lo + np.tile(size, rows) - 1
+    step = np.tile(ks, rows)
+    # every (line, k-step) read, once: a chunk spans at most two lines (tile_k e <= 128 bytes)
+    pairs = np.unique(np.concatenate((lo // line, hi // line)) * ksteps + np.concatenate((step, step)))
+    lines, steps = pairs // ksteps, pairs % ksteps
+    nlines = int(lines[-1]) + 1
+    first = np.full(nlines, ksteps, np.int64)
+    last = np.full(nlines, -1, np.int64)
+    np.minimum.at(first, lines, steps)
+    np.maximum.at(last, lines, steps)
+    gap = ksteps - 1 - (last - first)
+    same = lines[1:] == lines[:-1]
+    np.maximum.at(gap, lines[1:][same], (steps[1:] - steps[:-1] - 1)[same])
+    return np.sort(gap[last >= 0])
+
+
+@memo()
+def b_line_gaps(layout, C, R, S, K, tn, tk, eb, line) -> np.ndarray:
+    """`line_gaps` in at most `_CLASSES` classes of lines (equal-count quantiles, each at its mean): a 2 x n
+    array of (k-steps without a read of the line, share of the slice's lines)."""
+    gaps = line_gaps(layout, C, R, S, K, tn, tk, eb, line).astype(np.float64)
+    parts = np.array_split(gaps, min(_CLASSES, gaps.size))
+    out = np.array([[p.mean() for p in parts], [p.size / gaps.size for p in parts]], np.float64)
+    out.setflags(write=False)
+    return out
