@@ -208,9 +208,12 @@ def _dgrad_unit(layer, kernel):
     sec_b = ex["sec_B"]
     uniq_b = float(_cdiv(K * C * R * S * eb, SEC))
     ctas = tiles_m * tiles_n
-    # filter positions (r, s) -> (r, s + 1) of one filter are C e bytes apart: with C e < 32 the next
-    # k-step re-reads part of the sectors one round later
-    reuse_b1 = _reread_next_round(uniq_b, tiles_n, sec_b, ctas) if C * eb < SEC and sec_b else 0.0
+    # filter positions (r, s) -> (r, s + 1) of one filter are C e bytes apart: with C e < 32, or with one
+    # CTA column (a k-step row is the position's C e bytes, contiguous with the next one's) and C e off the
+    # sector grid, the next k-step re-reads part of the sectors one round later (62 #80: C 24 fp16, 48-byte
+    # positions, one CTA: a quarter of the filter lookups hit simulated, none predicted)
+    reuse_b1 = (_reread_next_round(uniq_b, tiles_n, sec_b, ctas)
+                if (C * eb < SEC or tiles_n == 1) and sec_b else 0.0)
     return Geometry("dgrad", win, C, ksteps, ex, rows, row_b, C * eb, lpr_b, ncls, uniq_b, 0.0,
                     reuse_b1, float(layer.flops))
 

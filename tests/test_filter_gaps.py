@@ -144,3 +144,16 @@ def test_grouped_lifetime_lines_against_simulation():
     key = f"{M.L1_LD_MISSES}:B"
     assert abs(pred[key] - sim[key]) <= 0.05 * sim[key]
     assert abs(pred[L2] - sim[L2]) <= 0.03 * sim[L2]
+
+
+def test_dgrad_one_column_rereads_the_next_positions_sectors():
+    # 62 #80: dgrad, C 24 fp16 (48-byte filter positions, off the sector grid), one CTA column: each k-step's
+    # rows end in the sector the next position's begin in; a quarter of the filter lookups hit (L2 reads
+    # +33.6 % before, +4.3 % after)
+    c = random_case(62, 80)
+    sim = traces.simulate_layer(c.layer, c.gpu, c.kernel)
+    pred = analytic.predict_layer(c.layer, c.gpu, c.kernel, F)
+    key = f"{M.L1_LD_HITS}:B"
+    assert sim[key] > 0.2 * sim[f"{M.L1_LD_SECTORS}:B"]
+    assert abs(pred[key] - sim[key]) <= 0.02 * sim[key]
+    assert abs(pred[L2] - sim[L2]) <= 0.08 * sim[L2]
