@@ -144,84 +144,9 @@ def row_shifts(subs, nblk, tk, eb, line, width, steps):
 def _tile_start(apq, f, place):
     """dy pixel (rows ``apq[-1, 1]`` wide, images ``apq[-1, 0]`` pixels apart) of the first row of
     sub-problem f's tile at ``place``: its dx rows (n, p', q') in f's own P' x Q' grid (``apq[f]``)."""
-    return _row_pixel(apq, f, place * apq[-1, 2])
-
-
-@njit(cache=True, inline="always")
-def _row_pixel(apq, f, m):
-    """`_tile_start` of GEMM row ``m`` of sub-problem f."""
+    m = place * apq[-1, 2]
     n, rem = divmod(m, apq[f, 0] * apq[f, 1])
     return n * apq[-1, 0] + (rem // apq[f, 1]) * apq[-1, 1] + rem % apq[f, 1]
-
-
-@njit(cache=True, inline="always")
-def _tile_rows(apq, f, place):
-    """Sub-problem f's tile at ``place`` in its own dx grid: (image, first grid row p0 and its first column
-    q0, last grid row p1 and its last column q1), cut at the end of its first image."""
-    tm = apq[-1, 2]
-    plane = apq[f, 0] * apq[f, 1]
-    n0, r0 = divmod(place * tm, plane)
-    n1, r1 = divmod(place * tm + tm - 1, plane)
-    p0, q0 = divmod(r0, apq[f, 1])
-    p1, q1 = divmod(r1, apq[f, 1])
-    if n1 != n0:
-        p1, q1 = apq[f, 0] - 1, apq[f, 1] - 1
-    return n0, p0, q0, p1, q1
-
-
-@njit(cache=True, inline="always")
-def _row_spans(apq, f, p0, q0, p1, q1, y):
-    """The dy columns that the tile (grid rows p0 .. p1, `_tile_rows`) reads in dy row y: at most two
-    disjoint spans (lo1, hi1, lo2, hi2; hi < lo where none), clipped to dy's width. Grid row p reads dy rows
-    p + first - taps_h + 1 .. p + first (``apq[f, 2]``, ``apq[f, 4]``), and its columns q read q + first -
-    taps_w + 1 .. q + first."""
-    Q = apq[-1, 1]
-    lo = max(p0, y - apq[f, 2])
-    hi = min(p1, y - apq[f, 2] + apq[f, 4] - 1)
-    if hi < lo:
-        return 0, -1, 0, -1
-    a = q0 if lo == p0 else 0                          # the columns of grid rows lo .. hi: a run from the
-    b = q1 if hi == p1 else apq[f, 1] - 1              # first row's start to the last row's end, or two pieces
-    reach = apq[f, 3] - apq[f, 5] + 1
-    if hi > lo + 1 or (hi == lo + 1 and (lo != p0 or hi != p1 or q1 + 1 >= q0)):
-        return max(0, reach), min(Q - 1, apq[f, 1] - 1 + apq[f, 3]), 0, -1
-    if hi == lo:
-        return max(0, a + reach), min(Q - 1, b + apq[f, 3]), 0, -1
-    # two rows, the first from q0 to the end, the second from 0 to q1 < q0 - 1
-    lo2, hi2 = max(0, q0 + reach), min(Q - 1, apq[f, 1] - 1 + apq[f, 3])
-    lo1, hi1 = max(0, reach), min(Q - 1, q1 + apq[f, 3])
-    if hi1 + 1 >= lo2:
-        return lo1, hi2, 0, -1
-    return lo1, hi1, lo2, hi2
-
-
-@njit(cache=True, inline="always")
-def _meet(a0, a1, b0, b1):
-    return max(0, min(a1, b1) - max(a0, b0) + 1)
-
-
-@njit(cache=True)
-def window_overlap(apq, f, pf, g, pg):
-    """The share of sub-problem g's tile at place ``pg``'s dy pixels that f's tile at ``pf`` reads too, dy row
-    by dy row (`_row_spans`). Tiles of other places in other sub-problems read nearly one window where their
-    dx rows are one stride period apart: 62 #9 (7x7 stride 3, 32-row tiles of 65-pixel rows, 132 SMs, 4 CTAs
-    an SM) re-reads on SM 0, 3 waves on, 378 of 567 sectors of the window that another sub-problem's tile two
-    places on read, and the L1 kept them."""
-    nf, fp0, fq0, fp1, fq1 = _tile_rows(apq, f, pf)
-    ng, gp0, gq0, gp1, gq1 = _tile_rows(apq, g, pg)
-    if nf != ng:
-        return 0.0
-    P = apq[-1, 3]
-    y0 = max(0, gp0 + apq[g, 2] - apq[g, 4] + 1)
-    y1 = min(P - 1, gp1 + apq[g, 2])
-    both = 0
-    total = 0
-    for y in range(y0, y1 + 1):
-        g0, g1, g2, g3 = _row_spans(apq, g, gp0, gq0, gp1, gq1, y)
-        f0, f1, f2, f3 = _row_spans(apq, f, fp0, fq0, fp1, fq1, y)
-        total += max(0, g1 - g0 + 1) + max(0, g3 - g2 + 1)
-        both += _meet(g0, g1, f0, f1) + _meet(g0, g1, f2, f3) + _meet(g2, g3, f0, f1) + _meet(g2, g3, f2, f3)
-    return both / total if total else 0.0
 
 
 @njit(cache=True, inline="always")

@@ -776,9 +776,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
             # on an h200: a tile back three waves later, 24 KB of A a lifetime in 94 KB: A hits 33 %)
             back = 1.0 if prev_a else back_a
             if back > 0.5:
-                # the share of this tile's window the earlier CTA read (strided dgrad: another place's tile in
-                # another sub-problem, `_schedule._window_cover`; else 1)
-                kept = 1.0 - cfg[ci, 16] * _life_hit(na * a_one * back, nb * b_one * back, pna * a_one * back, pnb * b_one * back,
+                kept = 1.0 - _life_hit(na * a_one * back, nb * b_one * back, pna * a_one * back, pnb * b_one * back,
                                        span, ns_life * ways, lo, hi)
                 ma *= kept
                 keep *= kept

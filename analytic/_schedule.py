@@ -25,12 +25,12 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-from ._dgrad_places import _extra_windows, _in_step, a_key, b_key, window_overlap
+from ._dgrad_places import _extra_windows, _in_step, a_key, b_key
 from ._memo import memo
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel module it calls
 # into (`_dgrad_places`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "aebe1c4d557aceaf"
+_JIT_DEPS_SHA256 = "e6fcaa629f70a5e2"
 
 _PHI = (math.sqrt(5.0) - 1.0) / 2.0      # low-discrepancy (golden ratio) sample positions
 
@@ -85,8 +85,8 @@ def column_ranges(first, count, tiles_m, tiles_n, swz):
 
 # columns of sm_configs' rows
 (CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
- CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A, CFG_NA_EXTRA, CFG_COVER_A) = range(17)
-_CFG_COLS = 17
+ CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A, CFG_NA_EXTRA) = range(16)
+_CFG_COLS = 16
 # waves back that a CTA's tile_m is looked for on its SM (CFG_BACK_A)
 BACK_WAVES = 4
 
@@ -119,19 +119,6 @@ def brep_overlap(tiles_m, tiles_n, swz, sms, cps, m_div, bcls, overlap, max_wave
                         count += 1
                         break
     return total / count if count else 1.0
-
-
-@njit(cache=True, inline="always")
-def _window_cover(apq, m_div, earlier, tm):
-    """The share of this tile's A window that an earlier CTA of tile_m ``earlier`` on the SM read: 1 for the
-    same tile; strided dgrad (``apq``), a tile of any place and sub-problem, the overlap of their dy windows
-    (`_dgrad_places.window_overlap`) in quarters, 0 below a quarter; 0 otherwise."""
-    if earlier == tm:
-        return 1.0
-    if apq is None:
-        return 0.0
-    q = math.floor(4.0 * window_overlap(apq, earlier // m_div, earlier % m_div, tm // m_div, tm % m_div) + 0.5)
-    return 0.25 * q
 
 
 @njit(cache=True)
@@ -213,11 +200,9 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
                 gapb = s - s2
         pa = 0.0
         pb = 0.0
-        cover = 0.0
         if prev:
             for s2 in range(cps, 2 * cps):
-                cover = max(cover, _window_cover(apq, m_div, tm_[s2], tm_[s]))
-                if cover > 0.0:
+                if tm_[s2] == tm_[s]:
                     pa = 1.0
                 if tn_[s2] == tn_[s]:
                     pb = 1.0
@@ -244,12 +229,10 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
                 gbase = (w - g) * per_wave + sm
                 for s2 in range(cps):
                     gtm, _gtn = tile_of(gbase + s2 * sms, tiles_m, tiles_n, swz)
-                    cover = max(cover, _window_cover(apq, m_div, gtm, tm_[s]))
-                    if cover > 0.0:
+                    if gtm == tm_[s]:
                         back = float(g)
                         break
         cfg[s, CFG_BACK_A] = back
-        cfg[s, CFG_COVER_A] = cover if pa > 0.0 or back > 0.0 else 0.0
     return k
 
 
@@ -314,7 +297,6 @@ def _config_key(cfg, s, base):
     for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_ASHARE):
         key = key * 2 + int(cfg[s, c])
     key = key * (4 * base) + int(4.0 * cfg[s, CFG_NA_EXTRA] + 0.5)
-    key = key * 5 + int(4.0 * cfg[s, CFG_COVER_A] + 0.5)
     return key
 
 
