@@ -121,7 +121,7 @@ L2 = M.L2_RD_SECTORS
     # one k-step, 3 CTAs of a column an SM: the next wave's first holder finds the slice a round after the
     # last sharer's read (L2 reads +26.5 % before; +5.8 % after)
     ((62, 79), 0.10),
-    # 200-byte nchw filter rows: lines two rows share are read at a lifetime's ends (+17.8 % before; -0.3 %)
+    # 200-byte nchw filter rows: lines two rows share are read at a lifetime's ends (+17.8 % before; +2.6 %)
     ((62, 85), 0.05),
     # nchw fp16 C 8 5x5: k-steps read channel planes in turn (+19.5 % before; -2.4 %)
     ((62, 49), 0.05),
