@@ -733,11 +733,14 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                             wg = b_gaps[1, g] if ngap else 1.0
                             a_d = d * a_round if disjoint else (a_one if d > 0.0 else 0.0)
                             b_d = min(b_one, d * lines_b)
-                            h_prev += wg * _life_hit(min(na * a_one, na * a_d + rnd_a),
-                                                     min(nb * b_one, nb * b_d + rnd_b) + crowd,
-                                                     min(pna * a_one, pna * a_d + rnd_a),
-                                                     min(pnb * b_one, pnb * b_d + rnd_b) + crowd, span, ns_life * ways,
-                                                     lo, hi)
+                            # never more than a lifetime's lines (the old count: tests/test_filter_hold_sets.py)
+                            wa = min(na * a_one, na * a_d + rnd_a)
+                            pwa = min(pna * a_one, pna * a_d + rnd_a)
+                            h_prev += wg * _life_hit(wa, min(na * a_one + nb * b_one - wa,
+                                                             min(nb * b_one, nb * b_d + rnd_b) + crowd),
+                                                     pwa, min(pna * a_one + pnb * b_one - pwa,
+                                                              min(pnb * b_one, pnb * b_d + rnd_b) + crowd),
+                                                     span, ns_life * ways, lo, hi)
                         if b_hold > 0.0:
                             # a line read over a share of the lifetime: that much less lies between, the same
                             # for every line of the SMs' walk in step, so the LRU step; with ``b_visits``, the
