@@ -13,14 +13,14 @@ holders simulated, by none predicted from one lifetime of the SM's lines).
 """
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from ._memo import memo
 
-__all__ = ["b_line_gaps", "line_gaps", "NO_GAPS"]
-
-#: no enumeration (ops other than fprop): every line k - 1 rounds apart, filled in by the caller
-NO_GAPS = np.zeros((2, 0), np.float64)
+__all__ = ["b_line_gaps", "line_gaps", "one_gap"]
 
 # chunks (filter row x k-step) enumerated at most: rows beyond this many k-steps' worth are not walked
 # (the pattern of line phases repeats every 128 / gcd(pitch, 128) rows)
@@ -29,31 +29,26 @@ _MAX_CHUNKS = 1 << 16
 _CLASSES = 6
 
 
-def line_gaps(layout, C, R, S, K, tn, tk, eb, line) -> np.ndarray:
-    """fprop: per filter line a CTA's slice reads (its first ``tn`` filters, at most K, of R S C elements;
-    a block of rows where the slice would take more than `_MAX_CHUNKS` chunks), the longest stretch of
-    k-steps without a read of it, cyclically over CTA after CTA: between two of its k-steps in a lifetime,
-    or from its last read to the next CTA's first (k - 1 - (last - first)). k-steps as in DESIGN section 3:
-    nhwc, channel block outermost, then the filter position; nchw, the row's R S C elements in tile_k chunks.
-    Sorted ascending."""
-    RS = R * S
-    pitch = RS * C * eb
+def _steps(layout, C, RS, tk, eb):
+    """(k-steps, each k-step's byte offset in a filter row, its bytes): DESIGN section 3's k-step order, nhwc
+    channel block outermost, then the filter position; nchw, the row's R S C elements in tile_k chunks."""
     if layout == "nhwc":
         nblk = -(-C // tk)
         ksteps = RS * nblk
         ks = np.arange(ksteps)
         blk, rs = ks // RS, ks % RS
-        off = rs * C * eb + blk * tk * eb
-        size = np.minimum(tk, C - blk * tk) * eb
-    else:
-        ksteps = -(-(C * RS) // tk)
-        ks = np.arange(ksteps)
-        off = ks * tk * eb
-        size = np.minimum(tk, C * RS - ks * tk) * eb
-    rows = max(1, min(tn, K, _MAX_CHUNKS // max(ksteps, 1)))
+        return ksteps, rs * C * eb + blk * tk * eb, np.minimum(tk, C - blk * tk) * eb
+    ksteps = -(-(C * RS) // tk)
+    ks = np.arange(ksteps)
+    return ksteps, ks * tk * eb, np.minimum(tk, C * RS - ks * tk) * eb
+
+
+def _gap_counts(rows, pitch, ksteps, off, size, line) -> np.ndarray:
+    """How many of the lines that filter rows 0 .. rows - 1 read have each longest absence 0 .. k - 1
+    (`line_gaps`), every (row, k-step) chunk enumerated."""
     lo = (np.arange(rows)[:, None] * pitch + off[None, :]).ravel()
     hi = lo + np.tile(size, rows) - 1
-    step = np.tile(ks, rows)
+    step = np.tile(np.arange(ksteps), rows)
     # every (line, k-step) read, once: a chunk spans at most two lines (tile_k e <= 128 bytes)
     pairs = np.unique(np.concatenate((lo // line, hi // line)) * ksteps + np.concatenate((step, step)))
     lines, steps = pairs // ksteps, pairs % ksteps
@@ -65,7 +60,33 @@ def line_gaps(layout, C, R, S, K, tn, tk, eb, line) -> np.ndarray:
     gap = ksteps - 1 - (last - first)
     same = lines[1:] == lines[:-1]
     np.maximum.at(gap, lines[1:][same], (steps[1:] - steps[:-1] - 1)[same])
-    return np.sort(gap[last >= 0])
+    return np.bincount(gap[last >= 0], minlength=ksteps)
+
+
+def line_gaps(layout, C, R, S, K, tn, tk, eb, line) -> np.ndarray:
+    """fprop: per filter line a CTA's slice reads (its first ``tn`` filters, at most K, of R S C elements;
+    a block of rows where the slice would take more than `_MAX_CHUNKS` chunks), the longest stretch of
+    k-steps without a read of it, cyclically over CTA after CTA: between two of its k-steps in a lifetime,
+    or from its last read to the next CTA's first (k - 1 - (last - first)). Sorted ascending.
+
+    Rows p = line / gcd(pitch, line) apart start at the same place in a line, so past the rows near either
+    end every p more rows add the same lines: the rows are counted directly up to a few periods and the
+    rest as whole periods (a 512-channel 3x3 fp32 slice of 128 rows: 14 ms enumerated, 0.9 ms so; the same gaps on 3,000 random
+    slices)."""
+    RS = R * S
+    pitch = RS * C * eb
+    ksteps, off, size = _steps(layout, C, RS, tk, eb)
+    rows = max(1, min(tn, K, _MAX_CHUNKS // max(ksteps, 1)))
+    period = line // math.gcd(pitch, line)
+    head = period + 2 * -(-line // pitch) + 2           # rows whose lines the two ends do not reach past
+    if rows <= head + period:
+        counts = _gap_counts(rows, pitch, ksteps, off, size, line)
+    else:
+        base = head + (rows - head) % period
+        counts = _gap_counts(base, pitch, ksteps, off, size, line)
+        more = _gap_counts(base + period, pitch, ksteps, off, size, line) - counts
+        counts = counts + (rows - base) // period * more
+    return np.repeat(np.arange(ksteps), counts)
 
 
 @memo()
@@ -75,5 +96,14 @@ def b_line_gaps(layout, C, R, S, K, tn, tk, eb, line) -> np.ndarray:
     gaps = line_gaps(layout, C, R, S, K, tn, tk, eb, line).astype(np.float64)
     parts = np.array_split(gaps, min(_CLASSES, gaps.size))
     out = np.array([[p.mean() for p in parts], [p.size / gaps.size for p in parts]], np.float64)
+    out.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def one_gap(ksteps) -> np.ndarray:
+    """Ops whose filter k-steps are not enumerated (dgrad, wgrad): one class, every line k - 1 rounds apart
+    (the lifetime less a round), in `b_line_gaps`' form."""
+    out = np.array([[ksteps - 1.0], [1.0]], np.float64)
     out.setflags(write=False)
     return out

@@ -704,17 +704,15 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         hb += (1.0 - hb) * share_b_blk * _ramp((b_win / nsb + a_win / nmax_b) / ways, lo, hi)
                     h_prev = 0.0
                     if prev_b:
-                        # the previous wave's CTA on this SM used the same filters: distance one
-                        # CTA lifetime (distinct lines: the SM's A windows, its filter slices), less the
-                        # share over which the line was read
+                        # the previous wave's CTA on this SM used the same filters: per class of filter lines
+                        # (``b_gaps``, `_filter_gaps`), the d rounds of the longest absence of reads of the
+                        # line, and the round between the last sharer's read and this CTA's, never more than
+                        # one CTA lifetime of the SM's lines (its A windows, its filter slices; the old count:
+                        # tests/test_filter_hold_sets.py). 62 #79, one k-step, 3 CTAs of a column an SM: a
+                        # lifetime's 120 lines over the L1's 96 counted every PREV_B read a miss, yet only this
+                        # CTA's own round lies between
                         a_one = rows_distinct * (T / M) * lpm_a
                         b_one = min(ksteps * lines_b, slice_b)
-                        # a line's reads one wave apart: the rounds between the earlier CTA's last read and
-                        # this CTA's first (``b_gaps``; k - 1 where not enumerated), distinct lines at most a
-                        # lifetime's, and the round between the last sharer's read and this CTA's (d_b)
-                        # (62 #79, one k-step, 3 CTAs of a column an SM: a lifetime's 120 lines over the L1's
-                        # 96 counted every PREV_B read a miss, yet only this CTA's own round, 72 lines over
-                        # the 4 sets, lies between)
                         # a round's A lines: where rounds read disjoint lines (1x1: channel blocks of the same
                         # pixels; nchw: its channel planes in turn) a lifetime's k-th, and d rounds d of them;
                         # nhwc taps overlap, and a few rounds read most of the window (seed 9 #17,
@@ -724,23 +722,20 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         rnd_a = (1.0 - 1.0 / nb) * na * a_round + a_round
                         rnd_b = (1.0 - 1.0 / nb) * nb * lines_b + lines_b
                         # where the round's lines crowd a few sets (d_b, in the line's set), the excess over
-                        # their even spread (resnet50 layer2.0.conv3 on the h100: every row's k-step chunk in one
-                        # set, two CTAs' 512 lines a round over its 448 ways)
+                        # their even spread (resnet50 layer2.0.conv3 on the h100: every row's k-step chunk in
+                        # one set, two CTAs' 512 lines a round over its 448 ways)
                         crowd = max(0.0, d_b * ways * ns_life - rnd_a - rnd_b)
-                        ngap = b_gaps.shape[1]
-                        for g in range(max(ngap, 1)):
-                            d = b_gaps[0, g] if ngap else ksteps - 1.0
-                            wg = b_gaps[1, g] if ngap else 1.0
+                        life, plife = na * a_one + nb * b_one, pna * a_one + pnb * b_one
+                        for g in range(b_gaps.shape[1]):
+                            d = b_gaps[0, g]
                             a_d = d * a_round if disjoint else (a_one if d > 0.0 else 0.0)
                             b_d = min(b_one, d * lines_b)
-                            # never more than a lifetime's lines (the old count: tests/test_filter_hold_sets.py)
                             wa = min(na * a_one, na * a_d + rnd_a)
                             pwa = min(pna * a_one, pna * a_d + rnd_a)
-                            h_prev += wg * _life_hit(wa, min(na * a_one + nb * b_one - wa,
-                                                             min(nb * b_one, nb * b_d + rnd_b) + crowd),
-                                                     pwa, min(pna * a_one + pnb * b_one - pwa,
-                                                              min(pnb * b_one, pnb * b_d + rnd_b) + crowd),
-                                                     span, ns_life * ways, lo, hi)
+                            h_prev += b_gaps[1, g] * _life_hit(
+                                wa, min(life - wa, min(nb * b_one, nb * b_d + rnd_b) + crowd),
+                                pwa, min(plife - pwa, min(pnb * b_one, pnb * b_d + rnd_b) + crowd),
+                                span, ns_life * ways, lo, hi)
                         if b_hold > 0.0:
                             # a line read over a share of the lifetime: that much less lies between, the same
                             # for every line of the SMs' walk in step, so the LRU step; with ``b_visits``, the

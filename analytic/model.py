@@ -24,7 +24,7 @@ from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_mis
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
-from ._filter_gaps import NO_GAPS, b_line_gaps
+from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
 from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
                         grid_tiles, l2_classes, refetch_waves, sm_config_summary, tile_m_classes, with_columns)
@@ -675,7 +675,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         rel = relative_valid(valid, rows_t, float(M))
     b_hold, b_gap = b_line_hold(kernel.layout, C, R, S, tk, eb, LINE) if geo.op == "fprop" else (0.0, 1.0)
     # per class of filter lines, the rounds between two CTAs' reads of it one wave apart (`_filter_gaps`)
-    b_gaps = b_line_gaps(kernel.layout, C, R, S, K, tn, tk, eb, LINE) if geo.op == "fprop" else NO_GAPS
+    b_gaps = b_line_gaps(kernel.layout, C, R, S, K, tn, tk, eb, LINE) if geo.op == "fprop" else one_gap(ksteps)
     b_visits = b_hold > 0.0 and nhwc and nmax < ns_life
     if b_visits:
         b_hold = b_hold_in_set(b_hold, ksteps, ns_life / nmax)

@@ -85,6 +85,41 @@ def test_gap_classes_keep_every_line(c, r, s, k, tn, tk, eb, layout):
     assert cls[0].min() >= gaps.min() and cls[0].max() <= gaps.max()
 
 
+def slow_line_gaps(layout, c, r, s, k, tn, tk, eb, line):
+    """Pure Python: every filter row of the slice, every k-step's chunk (DESIGN section 3's order), the
+    k-steps each line is read at, and each line's longest cyclic absence of reads."""
+    rs_n = r * s
+    if layout == "nhwc":
+        nblk = -(-c // tk)
+        chunks = [(b * rs_n + p, p * c * eb + b * tk * eb, min(tk, c - b * tk) * eb)
+                  for b in range(nblk) for p in range(rs_n)]
+    else:
+        chunks = [(j, j * tk * eb, min(tk, c * rs_n - j * tk) * eb) for j in range(-(-(c * rs_n) // tk))]
+    ksteps = len(chunks)
+    steps = collections.defaultdict(set)
+    for row in range(min(tn, k)):
+        for ks, off, size in chunks:
+            start = row * rs_n * c * eb + off
+            for ln in range(start // line, (start + size - 1) // line + 1):
+                steps[ln].add(ks)
+    out = []
+    for ks in steps.values():
+        srt = sorted(ks)
+        cyc = srt + [srt[0] + ksteps]
+        out.append(max(b - a - 1 for a, b in zip(cyc, cyc[1:])))
+    return sorted(out)
+
+
+@settings(max_examples=80, deadline=None)
+@given(c=st.integers(1, 40), r=st.integers(1, 3), s=st.integers(1, 3), k=st.integers(1, 256),
+       tn=st.sampled_from([32, 64, 128, 256]), tk=st.sampled_from([8, 16, 32]), eb=st.sampled_from([2, 4]),
+       layout=st.sampled_from(["nhwc", "nchw"]))
+def test_line_gaps_periods_match_every_row_enumerated(c, r, s, k, tn, tk, eb, layout):
+    # past a few periods of rows `line_gaps` counts whole periods; a row-by-row enumeration agrees exactly
+    assert line_gaps(layout, c, r, s, k, tn, tk, eb, LINE).tolist() == \
+        slow_line_gaps(layout, c, r, s, k, tn, tk, eb, LINE)
+
+
 def slow_row_lines(layer, kernel, line):
     """Byte by byte: per CTA column, the lines that the bytes of its channel range in every pixel the taps
     read along one image row touch; their mean over the columns, per read pixel."""
