@@ -22,6 +22,17 @@ from validation.random_cases import random_case
 LINE = 128
 
 
+def longest_absences(steps, ksteps):
+    """Per line (``steps``: line -> the k-steps reading it), the longest cyclic run of k-steps without a read
+    (between two reads, or from the last read round to the first), sorted."""
+    out = []
+    for ks in steps.values():
+        srt = sorted(ks)
+        cyc = srt + [srt[0] + ksteps]
+        out.append(max(b - a - 1 for a, b in zip(cyc, cyc[1:])))
+    return sorted(out)
+
+
 def stream_gaps(layer, kernel, gpu):
     """The slow reference: CTA 0's filter lines and the k-steps it reads each at, from the generated
     stream; per line, the longest cyclic run of k-steps without a read (k-steps between two reads, or from
@@ -39,12 +50,7 @@ def stream_gaps(layer, kernel, gpu):
                 continue
             for j in range(chunk.first[r], chunk.first[r] + chunk.count[r]):
                 steps[int(chunk.sectors[j]) // LINE].add(int(chunk.kstep[r]))
-    out = []
-    for ks in steps.values():
-        s = sorted(ks)
-        cyc = s + [s[0] + ksteps]
-        out.append(max(b - a - 1 for a, b in zip(cyc, cyc[1:])))
-    return sorted(out)
+    return longest_absences(steps, ksteps)
 
 
 @pytest.mark.parametrize("layer, kernel", [
@@ -102,12 +108,7 @@ def slow_line_gaps(layout, c, r, s, k, tn, tk, eb, line):
             start = row * rs_n * c * eb + off
             for ln in range(start // line, (start + size - 1) // line + 1):
                 steps[ln].add(ks)
-    out = []
-    for ks in steps.values():
-        srt = sorted(ks)
-        cyc = srt + [srt[0] + ksteps]
-        out.append(max(b - a - 1 for a, b in zip(cyc, cyc[1:])))
-    return sorted(out)
+    return longest_absences(steps, ksteps)
 
 
 @settings(max_examples=80, deadline=None)
