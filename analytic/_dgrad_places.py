@@ -144,9 +144,167 @@ def row_shifts(subs, nblk, tk, eb, line, width, steps):
 def _tile_start(apq, f, place):
     """dy pixel (rows ``apq[-1, 1]`` wide, images ``apq[-1, 0]`` pixels apart) of the first row of
     sub-problem f's tile at ``place``: its dx rows (n, p', q') in f's own P' x Q' grid (``apq[f]``)."""
-    m = place * apq[-1, 2]
+    return _row_pixel(apq, f, place * apq[-1, 2])
+
+
+@njit(cache=True, inline="always")
+def _row_pixel(apq, f, m):
+    """`_tile_start` of GEMM row ``m`` of sub-problem f."""
     n, rem = divmod(m, apq[f, 0] * apq[f, 1])
     return n * apq[-1, 0] + (rem // apq[f, 1]) * apq[-1, 1] + rem % apq[f, 1]
+
+
+@njit(cache=True, inline="always")
+def _tile_rows(apq, f, place):
+    """Sub-problem f's tile at ``place`` in its own dx grid (``apq[f]``): (its first image, first grid row p0 and
+    its first column q0, last image, last grid row p1 and its last column q1), rows past the batch (``apq[-1, 4]``
+    images) left out."""
+    tm = apq[-1, 2]
+    plane = apq[f, 0] * apq[f, 1]
+    last = min(place * tm + tm, apq[-1, 4] * plane) - 1
+    n0, r0 = divmod(place * tm, plane)
+    n1, r1 = divmod(last, plane)
+    p0, q0 = divmod(r0, apq[f, 1])
+    p1, q1 = divmod(r1, apq[f, 1])
+    return n0, p0, q0, n1, p1, q1
+
+
+@njit(cache=True, inline="always")
+def _image_piece(apq, f, tile, n):
+    """The grid rows of the tile (`_tile_rows`) in image n: (p0, q0, p1, q1), p1 < p0 where it has none."""
+    n0, p0, q0, n1, p1, q1 = tile
+    if n < n0 or n > n1:
+        return 0, 0, -1, 0
+    if n > n0:
+        p0, q0 = 0, 0
+    if n < n1:
+        p1, q1 = apq[f, 0] - 1, apq[f, 1] - 1
+    return p0, q0, p1, q1
+
+
+@njit(cache=True, inline="always")
+def _row_spans(apq, f, p0, q0, p1, q1, y):
+    """The dy columns that the tile (grid rows p0 .. p1, `_tile_rows`) reads in dy row y: at most two
+    disjoint spans (lo1, hi1, lo2, hi2; hi < lo where none), clipped to dy's width. Grid row p reads dy rows
+    p + first - taps_h + 1 .. p + first (``apq[f, 2]``, ``apq[f, 4]``), and its columns q read q + first -
+    taps_w + 1 .. q + first."""
+    Q = apq[-1, 1]
+    lo = max(p0, y - apq[f, 2])
+    hi = min(p1, y - apq[f, 2] + apq[f, 4] - 1)
+    if hi < lo:
+        return 0, -1, 0, -1
+    a = q0 if lo == p0 else 0                          # the columns of grid rows lo .. hi: a run from the
+    b = q1 if hi == p1 else apq[f, 1] - 1              # first row's start to the last row's end, or two pieces
+    reach = apq[f, 3] - apq[f, 5] + 1
+    if hi > lo + 1 or (hi == lo + 1 and (lo != p0 or hi != p1 or q1 + 1 >= q0)):
+        return max(0, reach), min(Q - 1, apq[f, 1] - 1 + apq[f, 3]), 0, -1
+    if hi == lo:
+        return max(0, a + reach), min(Q - 1, b + apq[f, 3]), 0, -1
+    # two rows, the first from q0 to the end, the second from 0 to q1 < q0 - 1
+    lo2, hi2 = max(0, q0 + reach), min(Q - 1, apq[f, 1] - 1 + apq[f, 3])
+    lo1, hi1 = max(0, reach), min(Q - 1, q1 + apq[f, 3])
+    if hi1 + 1 >= lo2:
+        return lo1, hi2, 0, -1
+    return lo1, hi1, lo2, hi2
+
+
+@njit(cache=True, inline="always")
+def _meet(a0, a1, b0, b1):
+    return max(0, min(a1, b1) - max(a0, b0) + 1)
+
+
+@njit(cache=True, inline="always")
+def _insert(merged, nm, lo, hi):
+    """Insert the span [lo, hi] into the sorted, disjoint spans ``merged[:nm]``, joining those it meets or
+    touches; returns their new number."""
+    i = 0
+    while i < nm and merged[i, 1] < lo - 1:
+        i += 1
+    j = i
+    while j < nm and merged[j, 0] <= hi + 1:
+        lo = min(lo, merged[j, 0])
+        hi = max(hi, merged[j, 1])
+        j += 1
+    # spans i .. j - 1 join into one at i; the rest shift
+    shift = (j - i) - 1
+    if shift > 0:
+        for k in range(j, nm):
+            merged[k - shift, 0], merged[k - shift, 1] = merged[k, 0], merged[k, 1]
+    elif shift < 0:
+        for k in range(nm - 1, i - 1, -1):
+            merged[k + 1, 0], merged[k + 1, 1] = merged[k, 0], merged[k, 1]
+    merged[i, 0], merged[i, 1] = lo, hi
+    return nm - shift
+
+
+@njit(cache=True)
+def window_layers(apq, m_div, tm, others, labels, n, out):
+    """Tile_m ``tm``'s dy pixels (sub-problem tm // m_div, place tm % m_div) by the lowest label among the tiles
+    ``others[:n]`` (tile_m values, -1 none; ``labels[:n]`` ascending, below ``out``'s length) that read them:
+    ``out[l]`` the share whose lowest is l (what the tiles of label l read and those of lower labels did not),
+    counted image by image and dy row by dy row (`_row_spans`). Labels are how far back a tile ran on the SM
+    (`_schedule._strided_covers`), so ``out`` says how much of this tile's window each earlier wave left for it to
+    find. Where several earlier CTAs of other sub-problems and places read parts of one window, the part they
+    leave is what this one fetches (seed 9 #65, 5x5 stride 4, 4 CTAs an SM: sub-problems of 56 and 55 dx columns
+    place their tiles a few rows apart, more the later the place, so an SM fetches 951 .. 2,322 sectors over its
+    7 CTAs, not one window; this count gives each SM's exactly)."""
+    out[:] = 0.0
+    f = tm // m_div
+    mine = _tile_rows(apq, f, tm % m_div)
+    rows = np.empty((max(n, 1), 8), np.int64)
+    m = 0
+    for i in range(n):
+        if others[i] < 0:
+            continue
+        g = others[i] // m_div
+        t = _tile_rows(apq, g, others[i] % m_div)
+        if t[3] < mine[0] or t[0] > mine[3]:
+            continue
+        rows[m, 0] = g
+        rows[m, 1], rows[m, 2], rows[m, 3], rows[m, 4], rows[m, 5], rows[m, 6] = t
+        rows[m, 7] = labels[i]
+        m += 1
+    merged = np.empty((2 * m + 1, 2), np.int64)
+    P = apq[-1, 3]
+    total = 0
+    for img in range(mine[0], mine[3] + 1):
+        p0, q0, p1, q1 = _image_piece(apq, f, mine, img)
+        for y in range(max(0, p0 + apq[f, 2] - apq[f, 4] + 1), min(P - 1, p1 + apq[f, 2]) + 1):
+            a0, a1, a2, a3 = _row_spans(apq, f, p0, q0, p1, q1, y)
+            total += max(0, a1 - a0 + 1) + max(0, a3 - a2 + 1)
+            nm = 0
+            seen = 0
+            i = 0
+            while i < m:
+                lab = rows[i, 7]
+                while i < m and rows[i, 7] == lab:
+                    g = rows[i, 0]
+                    t = (rows[i, 1], rows[i, 2], rows[i, 3], rows[i, 4], rows[i, 5], rows[i, 6])
+                    g0, gq0, g1, gq1 = _image_piece(apq, g, t, img)
+                    i += 1
+                    if g1 < g0:
+                        continue
+                    b0, b1, b2, b3 = _row_spans(apq, g, g0, gq0, g1, gq1, y)
+                    if b1 >= b0:
+                        nm = _insert(merged, nm, b0, b1)
+                    if b3 >= b2:
+                        nm = _insert(merged, nm, b2, b3)
+                met = 0
+                for k in range(nm):
+                    met += _meet(merged[k, 0], merged[k, 1], a0, a1) + _meet(merged[k, 0], merged[k, 1], a2, a3)
+                out[lab] += met - seen
+                seen = met
+    if total:
+        out /= total
+
+
+@njit(cache=True)
+def window_union(apq, m_div, tm, others, n):
+    """The share of tile_m ``tm``'s dy pixels that any of the tiles ``others[:n]`` reads (`window_layers` with one
+    label)."""
+    out = np.zeros(1, np.float64)
+    window_layers(apq, m_div, tm, others, np.zeros(max(n, 1), np.int64), n, out)
+    return out[0]
 
 
 @njit(cache=True, inline="always")

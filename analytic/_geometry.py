@@ -389,8 +389,10 @@ def dgrad_step_overlap(layer, kernel, sec, depth=0) -> np.ndarray:
 def dgrad_a_shifts(layer, kernel, line) -> tuple:
     """Strided dgrad, loading sub-problems in `dgrad_b_classes`' order: (``ashift``, ``apq``) for
     `_schedule.sm_config_summary`. ``ashift`` [f, g, u]: the shift in dy pixels of f's read rows from g's at
-    k-step t_u of a tile (`_dgrad_places.row_shifts`, at most 64 k-steps); ``apq``: rows (P', Q') of each, then
-    (P Q, Q, tile_m), which place a tile's rows in its own dx grid (`_dgrad_places._tile_start`). Co-resident
+    k-step t_u of a tile (`_dgrad_places.row_shifts`, at most 64 k-steps); ``apq``: rows (P', Q', the dy row and
+    column its dx grid's first pixel reads at its first tap, its taps along h and w) of each, then
+    (P Q, Q, tile_m, P, N, 0), which place a tile's rows in its own dx grid (`_dgrad_places._tile_start`) and
+    its dy window in dy (`_dgrad_places.window_union`). Co-resident
     tiles of one place are one A window only where they are in step: seed 1 #292 (11x11 stride 3, starts
     r = 0, 1, 2 of one s on an SM, 16, 16 and 12 taps): the in-step CTAs hit 100 % simulated, the others
     47-74 % (a Python LRU over the first SMs). Read-only."""
@@ -400,8 +402,8 @@ def dgrad_a_shifts(layer, kernel, line) -> tuple:
     for start_r, start_s, start_h, start_w, nr, ns in strided_starts(layer):
         if nr and ns:
             rows.append(((start_h + ph - start_r) // sh, (start_w + pw - start_s) // sw, nr, ns))
-            pq.append((_cdiv(layer.h - start_h, sh), _cdiv(layer.w - start_w, sw), 0))
-    pq.append((layer.p * layer.q, layer.q, kernel.tile_m))
+            pq.append((_cdiv(layer.h - start_h, sh), _cdiv(layer.w - start_w, sw)) + rows[-1])
+    pq.append((layer.p * layer.q, layer.q, kernel.tile_m, layer.p, layer.n, 0))
     subs = np.array(rows, np.int64).reshape(-1, 4)
     ashift = row_shifts(subs, _cdiv(layer.k, kernel.tile_k), kernel.tile_k, kernel.elem_bytes, line, layer.q, 64)
     apq = np.array(pq, np.int64)

@@ -768,20 +768,29 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
             # one CTA lifetime's lines on the SM (its A window, its filter slice)
             a_one = rows_distinct * (tm_valid / M) * lpm_a
             b_one = min(ksteps * b_lines_avg, b_slice_avg)
-            if ashare and rows_total > 0:
-                # an earlier slot of another sub-problem (strided dgrad) has this tile's place: its reads of
-                # the same dy pixels come in other rounds, at most a CTA lifetime of the SM's lines before,
-                # so this CTA's first touches of them hit where that lifetime fits the L1 (seed 9 #65: 5x5
+            cover_s = cfg[ci, 17]
+            if cover_s > 0.0 and rows_total > 0:
+                # earlier slots of other sub-problems (strided dgrad) read a share ``cover_s`` of this tile's dy
+                # pixels (`_schedule`, CFG_COVER_S), in other rounds, at most a CTA lifetime of the SM's lines
+                # before, so this CTA's first touches of them hit where that lifetime fits the L1 (seed 9 #65: 5x5
                 # stride 4, four sub-problems' CTAs an SM on 824 ways: A hits 83 % simulated, 32 % without)
                 first = rows_distinct / rows_total
-                ma -= min(ma, first) * _ramp((na * a_one + nb * b_one) / (ns_life * ways), lo, hi)
+                ma -= min(ma, first) * cover_s * _ramp((na * a_one + nb * b_one) / (ns_life * ways), lo, hi)
             # the SM ran a CTA of this tile_m one wave ago (PREV_A), or 2 .. 4 (BACK_A): found where that
             # many lifetimes of the SM's lines fit the L1 (seed 5 #29, 1x1 tensor-op, swizzle 3, one CTA an SM
             # on an h200: a tile back three waves later, 24 KB of A a lifetime in 94 KB: A hits 33 %)
             back = 1.0 if prev_a else back_a
             if back > 0.5:
-                kept = 1.0 - _life_hit(na * a_one * back, nb * b_one * back, pna * a_one * back, pnb * b_one * back,
-                                       span, ns_life * ways, lo, hi)
+                # the share of this tile's window the earlier CTAs read (strided dgrad: tiles of other places
+                # and sub-problems, of what the earlier slots left, and that the waves behind them read too,
+                # `_schedule._strided_covers`; else 1)
+                kept = 1.0 - cfg[ci, 16] * _life_hit(na * a_one * back, nb * b_one * back, pna * a_one * back,
+                                                     pnb * b_one * back, span, ns_life * ways, lo, hi)
+                back2 = cfg[ci, 19]
+                if cfg[ci, 18] > 0.0:
+                    kept -= cfg[ci, 18] * _life_hit(na * a_one * back2, nb * b_one * back2, pna * a_one * back2,
+                                                    pnb * b_one * back2, span, ns_life * ways, lo, hi)
+                kept = max(0.0, kept)
                 ma *= kept
                 keep *= kept
             if ma_raw > 0:

@@ -25,12 +25,12 @@ import math
 import numpy as np
 from simcore._jit import njit
 
-from ._dgrad_places import _extra_windows, _in_step, a_key, b_key
+from ._dgrad_places import _extra_windows, _in_step, a_key, b_key, window_layers
 from ._memo import memo
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel module it calls
 # into (`_dgrad_places`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "e6fcaa629f70a5e2"
+_JIT_DEPS_SHA256 = "36df222bc968617a"
 
 _PHI = (math.sqrt(5.0) - 1.0) / 2.0      # low-discrepancy (golden ratio) sample positions
 
@@ -85,10 +85,14 @@ def column_ranges(first, count, tiles_m, tiles_n, swz):
 
 # columns of sm_configs' rows
 (CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
- CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A, CFG_NA_EXTRA) = range(16)
-_CFG_COLS = 16
+ CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A, CFG_NA_EXTRA, CFG_COVER_A, CFG_COVER_S,
+ CFG_COVER_MORE, CFG_BACK_MORE, CFG_SUB) = range(21)
+_CFG_COLS = 21
 # waves back that a CTA's tile_m is looked for on its SM (CFG_BACK_A)
 BACK_WAVES = 4
+# waves back that strided dgrad's earlier CTAs on the SM are followed (`_strided_covers`): 64 #80 (a sub-problem
+# every 1.4 waves, an L1 that keeps all) fetches 14 % more than it does over 4, exactly it over 8 (scratch count)
+STRIDED_BACK = 8
 
 
 @njit(cache=True)
@@ -119,6 +123,61 @@ def brep_overlap(tiles_m, tiles_n, swz, sms, cps, m_div, bcls, overlap, max_wave
                         count += 1
                         break
     return total / count if count else 1.0
+
+
+@njit(cache=True, inline="always")
+def _eighths(x):
+    """``x`` (a share) in eighths: configurations merge on it (`_config_key`)."""
+    return math.floor(8.0 * x + 0.5) / 8.0
+
+
+@njit(cache=True)
+def _strided_covers(w, sm, s, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, m_div, apq, slot_tm, both, labels,
+                    layers):
+    """Strided dgrad: how much of slot s's dy window its SM read before (`_dgrad_places.window_layers`: tiles of any
+    place and sub-problem, by how far back). Returns (the share its earlier slots read; the nearest earlier wave,
+    1 .. STRIDED_BACK, whose CTAs read some of the rest, 0 if none; the share of the rest they read, in eighths;
+    the share of the rest the waves before that read too, in eighths, and their distance in waves, weighted by
+    it). Each new sub-problem's tile finds the union of the earlier ones' at its place: 64 #80 (5x5 stride 4,
+    a sub-problem every 1.4 waves on an SM, an L1 that holds all) fetches exactly the union, 5,262 .. 5,382
+    sectors an SM over its 176 CTAs. A wave's share under a sixteenth joins the next wave's."""
+    n = 0
+    for i in range(s):
+        both[n] = tm_[i]
+        labels[n] = 0
+        n += 1
+    back = min(w, STRIDED_BACK)
+    for g in range(1, back + 1):
+        gbase = (w - g) * per_wave + sm
+        for s2 in range(cps):
+            if g == 1:
+                both[n] = tm_[cps + s2]
+            elif slot_tm is not None:
+                both[n] = slot_tm[gbase + s2 * sms]
+            else:
+                both[n], _gtn = tile_of(gbase + s2 * sms, tiles_m, tiles_n, swz)
+            labels[n] = g
+            n += 1
+    window_layers(apq, m_div, tm_[s], both, labels, n, layers)
+    cov_s = layers[0]
+    first_g = 0
+    cover = 0.0
+    more = 0.0
+    dist = 0.0
+    carry = 0.0
+    if cov_s < 1.0:
+        for g in range(1, back + 1):
+            carry += layers[g] / (1.0 - cov_s)
+            if carry < 1.0 / 16.0:
+                continue
+            if first_g == 0:
+                first_g = g
+                cover = carry
+            else:
+                more += carry
+                dist += carry * g
+            carry = 0.0
+    return cov_s, first_g, _eighths(cover), _eighths(more), math.floor(dist / more + 0.5) if more > 0.0 else 0.0
 
 
 @njit(cache=True)
@@ -166,17 +225,28 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
     if prev:
         pbase = (w - 1) * per_wave + sm
         for s2 in range(cps):
-            ptm, ptn = tile_of(pbase + s2 * sms, tiles_m, tiles_n, swz)
+            if slot_tm is not None:
+                ptm, ptn = slot_tm[pbase + s2 * sms], slot_tn[pbase + s2 * sms]
+                if ptm < 0:
+                    tm_[cps + s2], tn_[cps + s2] = -1, -1
+                    continue
+            else:
+                ptm, ptn = tile_of(pbase + s2 * sms, tiles_m, tiles_n, swz)
             tm_[cps + s2], tn_[cps + s2] = ptm, b_key(ptm, ptn, m_div, bcls)
             new_a = True
             new_b = True
             for s3 in range(s2):
+                if tm_[cps + s3] < 0:
+                    continue
                 if a_key(tm_[cps + s3], m_div, bcls) == a_key(ptm, m_div, bcls):
                     new_a = False
                 if tn_[cps + s3] == tn_[cps + s2]:
                     new_b = False
             pna += new_a
             pnb += new_b
+    both = np.empty((STRIDED_BACK + 1) * cps, np.int64)
+    labels = np.empty((STRIDED_BACK + 1) * cps, np.int64)
+    layers = np.empty(STRIDED_BACK + 1, np.float64)
     for s in range(k):
         arep = 0.0
         brep = 0.0
@@ -200,12 +270,34 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
                 gapb = s - s2
         pa = 0.0
         pb = 0.0
+        back = 0.0
+        cover = 0.0
         if prev:
             for s2 in range(cps, 2 * cps):
-                if tm_[s2] == tm_[s]:
-                    pa = 1.0
                 if tn_[s2] == tn_[s]:
                     pb = 1.0
+                if apq is None and tm_[s2] == tm_[s]:
+                    pa = 1.0
+                    cover = 1.0
+        if apq is None and pa == 0.0:
+            # the nearest earlier wave (2 .. BACK_WAVES back) whose CTA on this SM had this tile_m
+            for g in range(2, BACK_WAVES + 1):
+                if w - g < 0 or back > 0.0:
+                    break
+                gbase = (w - g) * per_wave + sm
+                for s2 in range(cps):
+                    gtm, _gtn = tile_of(gbase + s2 * sms, tiles_m, tiles_n, swz)
+                    if gtm == tm_[s]:
+                        back = float(g)
+                        cover = 1.0
+        cov_s = 0.0
+        more = 0.0
+        back2 = 0.0
+        if apq is not None:
+            cov_s, first_g, cover, more, back2 = _strided_covers(w, sm, s, per_wave, sms, cps, tiles_m, tiles_n, swz,
+                                                                 tm_, m_div, apq, slot_tm, both, labels, layers)
+            pa = 1.0 if first_g == 1 else 0.0
+            back = float(first_g) if first_g >= 2 else 0.0
         cfg[s, CFG_K] = k
         cfg[s, CFG_NA] = na
         cfg[s, CFG_NB] = nb
@@ -219,20 +311,12 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         cfg[s, CFG_PREV_NA] = pna
         cfg[s, CFG_PREV_NB] = pnb
         cfg[s, CFG_ASHARE] = ashare
-        # the nearest earlier wave (2 .. BACK_WAVES back) whose CTA on this SM had this tile_m, where the
-        # previous wave's had not
-        back = 0.0
-        if pa == 0.0:
-            for g in range(2, BACK_WAVES + 1):
-                if w - g < 0 or back > 0.0:
-                    break
-                gbase = (w - g) * per_wave + sm
-                for s2 in range(cps):
-                    gtm, _gtn = tile_of(gbase + s2 * sms, tiles_m, tiles_n, swz)
-                    if gtm == tm_[s]:
-                        back = float(g)
-                        break
         cfg[s, CFG_BACK_A] = back
+        cfg[s, CFG_COVER_A] = cover
+        cfg[s, CFG_COVER_S] = _eighths(cov_s)
+        cfg[s, CFG_COVER_MORE] = more
+        cfg[s, CFG_BACK_MORE] = back2
+        cfg[s, CFG_SUB] = tm_[s] // m_div if bcls is not None else 0
     return k
 
 
@@ -259,6 +343,27 @@ def _sample_pairs(ctas, sms, cps, max_samples):
         out[take_full + sm, 0] = full
         out[take_full + sm, 1] = sm
         out[take_full + sm, 2] = 1.0
+    return out
+
+
+@njit(cache=True)
+def _table_pairs(waves, sms, max_samples, later):
+    """The sampled (wave, SM) pairs of a dispatch table (`_dispatch.sm_tables`) of ``waves`` waves: every SM
+    of the first wave (weight 1), then ``max_samples`` of the later waves' pairs (the golden-ratio sequence,
+    or all of them), each CTA standing for ``later`` of the grid's. Rows (wave, SM, weight)."""
+    n_later = (waves - 1) * sms
+    take = min(n_later, max_samples)
+    out = np.empty((sms + take, 3), np.float64)
+    for sm in range(sms):
+        out[sm, 0] = 0
+        out[sm, 1] = sm
+        out[sm, 2] = 1.0
+    wgt = later * n_later / take if take else 0.0
+    for i in range(take):
+        j = sample_index(i, take, n_later)
+        out[sms + i, 0] = 1 + j // sms
+        out[sms + i, 1] = j % sms
+        out[sms + i, 2] = wgt
     return out
 
 
@@ -290,36 +395,44 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None,
 
 @njit(cache=True, inline="always")
 def _config_key(cfg, s, base):
-    """One integer naming slot s's columns 1.. of ``cfg``: its counts (below ``base``) and flags."""
+    """Two integers naming slot s's columns 1.. of ``cfg`` but CFG_SUB: its counts (below ``base``) and flags, then
+    its shares in eighths (one integer overflowed at 32 CTAs an SM)."""
     key = 0
     for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_BACK_A):
         key = key * base + int(cfg[s, c])
     for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_ASHARE):
         key = key * 2 + int(cfg[s, c])
-    key = key * (4 * base) + int(4.0 * cfg[s, CFG_NA_EXTRA] + 0.5)
-    return key
+    key2 = int(4.0 * cfg[s, CFG_NA_EXTRA] + 0.5)
+    for c in (CFG_COVER_A, CFG_COVER_S, CFG_COVER_MORE):
+        key2 = key2 * 9 + int(8.0 * cfg[s, c] + 0.5)
+    key2 = key2 * (STRIDED_BACK + 1) + int(cfg[s, CFG_BACK_MORE])
+    return key, key2
 
 
 @njit(cache=True)
 def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None, ashift=None, apq=None,
-                      slot_tm=None, slot_tn=None):
+                      slot_tm=None, slot_tn=None, later=1.0):
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
     appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
     and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us;
     measured). With ``ashift`` and ``apq`` (strided dgrad, `row_shifts`, `_tile_start`) a sample's rows
     are split by the A windows its SM's out-of-step tiles of one place add (NA_EXTRA, `_extra_windows`),
-    weighted by their share of k-steps. ``slot_tm`` / ``slot_tn`` (a grid of one wave, `_sm_slots`): the
-    tiles at each of its dispatch positions, the grid's blocks that read nothing among them."""
+    weighted by their share of k-steps. ``slot_tm`` / ``slot_tn`` (strided dgrad, `_dispatch.sm_tables`): the
+    tiles at each position of the dispatcher's waves, -1 where an SM's wave holds fewer; each CTA past the
+    first wave stands for ``later`` of the grid's (`_table_pairs`)."""
     ctas = tiles_m * tiles_n if slot_tm is None else slot_tm.shape[0]
     per_wave = sms * cps
-    pairs = _sample_pairs(ctas, sms, cps, max_samples)
+    if slot_tm is None:
+        pairs = _sample_pairs(ctas, sms, cps, max_samples)
+    else:
+        pairs = _table_pairs(ctas // per_wave, sms, max_samples, later)
     cfg = np.zeros((cps, _CFG_COLS), np.float64)
     tm_ = np.empty(2 * cps, np.int64)
     tn_ = np.empty(2 * cps, np.int64)
     out = np.zeros((16, _CFG_COLS), np.float64)
-    keys = np.empty(16, np.int64)
+    keys = np.empty((16, 2), np.int64)
     m = 0
-    base = max(cps, BACK_WAVES) + 1
+    base = max(cps, BACK_WAVES, STRIDED_BACK) + 1
     hist = np.zeros(4 * cps + 1, np.float64)
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
@@ -339,10 +452,10 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
                 if hist[b] == 0.0:
                     continue
                 cfg[s, CFG_NA_EXTRA] = 0.25 * b
-                key = _config_key(cfg, s, base)
+                key, key2 = _config_key(cfg, s, base)
                 found = -1
                 for j in range(m):
-                    if keys[j] == key:
+                    if keys[j, 0] == key and keys[j, 1] == key2 and out[j, CFG_SUB] == cfg[s, CFG_SUB]:
                         found = j
                         break
                 if found >= 0:
@@ -350,14 +463,14 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
                     continue
                 if m == keys.shape[0]:                 # full: both arrays doubled
                     grown = np.zeros((2 * m, _CFG_COLS), np.float64)
-                    gkeys = np.empty(2 * m, np.int64)
+                    gkeys = np.empty((2 * m, 2), np.int64)
                     for j in range(m):
-                        gkeys[j] = keys[j]
+                        gkeys[j, 0], gkeys[j, 1] = keys[j, 0], keys[j, 1]
                         for c in range(_CFG_COLS):
                             grown[j, c] = out[j, c]
                     out = grown
                     keys = gkeys
-                keys[m] = key
+                keys[m, 0], keys[m, 1] = key, key2
                 for c in range(1, _CFG_COLS):
                     out[m, c] = cfg[s, c]
                 out[m, CFG_WEIGHT] = pairs[i, 2] * hist[b]

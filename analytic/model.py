@@ -18,7 +18,7 @@ from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_o
 from ._common import nsets as _nsets, position_phases
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
 from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap,
-                        dgrad_subproblems, geometry, geometry_check, strided_starts)
+                        dgrad_subproblems, geometry, geometry_check, strided_starts, _starting_coord)
 from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
                   swept_rereads, tile_refetch_misses)
 from ._memo import memo
@@ -26,8 +26,9 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
-from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
+from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
                         grid_tiles, l2_classes, refetch_waves, sm_config_summary, tile_m_classes, with_columns)
+from ._dispatch import sm_tables, strided_blocks
 from ._store_only import store_only_rereads
 from ._timeline import lead_share
 from ._issue_order import one_back_tables, relative_valid
@@ -123,14 +124,28 @@ def _filter_stay(layer, kernel, gpu, machine) -> int:
     return min(64, int(max(0.0, ways * sets - cps * window) / (cps * (window / taps + new_b))))
 
 
+@memo(256)
+def _group_members(layer, kernel) -> tuple:
+    """The loading sub-problems (their index among `dgrad_subproblems`) of each group of `_distinct_subproblems`."""
+    groups = {}
+    for i, (geo, _share) in enumerate(dgrad_subproblems(layer, kernel)):
+        groups.setdefault(_signature(geo), []).append(i)
+    return tuple(np.array(v, np.float64) for v in groups.values())
+
+
+def _signature(geo) -> tuple:
+    """Every figure of a sub-problem's geometry that the GEMM engine reads."""
+    return (geo.win, geo.gemm_n, geo.ksteps, tuple(geo.counts.items()), geo.b_rows, geo.row_b, geo.pos_b,
+            geo.lpr_b, geo.ncls.tobytes(), geo.uniq_b, geo.share_b_blk, geo.reuse_b1, geo.flops)
+
+
 def _distinct_subproblems(layer, kernel) -> tuple:
     """Strided dgrad's sub-problems (`dgrad_subproblems`) alike in every figure the GEMM engine reads,
     gathered: ((Geometry, how many), ...). alexnet conv1 has 9 distinct of 16 (a100: 1.23-1.25 -> 0.90-1.19
     ms a prediction when each is computed once)."""
     groups = {}
     for geo, _share in dgrad_subproblems(layer, kernel):
-        sig = (geo.win, geo.gemm_n, geo.ksteps, tuple(geo.counts.items()), geo.b_rows, geo.row_b, geo.pos_b,
-               geo.lpr_b, geo.ncls.tobytes(), geo.uniq_b, geo.share_b_blk, geo.reuse_b1, geo.flops)
+        sig = _signature(geo)
         if sig in groups:
             groups[sig][1] += 1
         else:
@@ -158,7 +173,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     bcls = dgrad_b_classes(layer, kernel, gpu.sector_bytes)
     cfg = sm_config_summary(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, SM_SAMPLES,
                             tpf, bcls, *dgrad_a_shifts(layer, kernel, gpu.line_bytes),
-                            *_first_pass_slots(layer, kernel, gpu.sms, cps, tpf))
+                            *_dispatch_tables(layer, kernel, gpu.sms, cps, tpf))
     cfg = filters_in_step(cfg, _lockstep_share(layer, kernel, gpu, machine, tpf))
     # a slot that shares an earlier slot's class of filter sectors finds, at one k-step, the sectors both
     # sub-problems' taps read then: all of them for the same sub-problem, a share for another
@@ -169,14 +184,18 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
                              dgrad_step_overlap(layer, kernel, gpu.sector_bytes, _filter_stay(layer, kernel, gpu,
                                                                                               machine)),
                              BACK_WAVES)
-    sched = {}
-    for geo, _mult in groups:
-        key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
-        if key not in sched:
-            sched[key] = (cfg, grid_schedule(key[0], key[1], swz, gpu.sms, cps)[1])
+    # each group of alike sub-problems sees its own CTAs' configurations (CFG_SUB): their windows differ (2 x 2
+    # taps against 1), and so does where they run (seed 9 #65: the first sub-problem's tiles lead their SMs, the
+    # later ones find their windows read)
+    stats = {}
     keys, acc = None, None
     uniq_sum = 0.0
-    for geo, mult in groups:
+    for (geo, mult), subs_of in zip(groups, _group_members(layer, kernel)):
+        key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
+        if key not in stats:
+            stats[key] = grid_schedule(key[0], key[1], swz, gpu.sms, cps)[1]
+        mine = np.isin(cfg[:, CFG_SUB], subs_of)
+        sched = {key: (cfg[mine] if mine.any() else cfg, stats[key])}
         part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched, counted=False,
                              brep_share=share, followers=False)
         uniq_sum += mult * part.pop("_uniq_a")
@@ -241,30 +260,41 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
 
 
 @memo(256)
-def _first_pass_slots(layer, kernel, sms, cps, tpf) -> tuple:
-    """Strided dgrad: where the whole grid, store-only and idle blocks included, fits in one wave, the first
-    pass places every block (DESIGN section 3: block i on SM i mod SMs, its slot i // SMs), so the loading
-    CTAs sit where their own block ids put them, not where a grid of loading CTAs alone would; (the loading
-    grid's tile at each dispatch position, its tile_n; -1 where the block loads nothing) for
-    `_schedule.sm_config_summary`. () otherwise: past the first wave the blocks that read nothing retire at
-    once and the loading ones fill the SMs. Seed 2 #239 (1x1 stride 2: 3 of 4 sub-problems store only; 128
-    blocks on 224 slots): SM 0 holds blocks 0, 56 and 112, all of tile_m 0, whose A reads hit 56 % in the
-    simulation; the loading grid alone put one CTA an SM and predicted none."""
-    starts = strided_starts(layer)
-    tiles_n = _cdiv(layer.c, kernel.tile_n)
-    total = tpf * len(starts) * tiles_n
-    loading = [bool(nr and ns) for *_rest, nr, ns in starts]
-    if all(loading) or total > sms * cps:
+def _dispatch_tables(layer, kernel, sms, cps, tpf) -> tuple:
+    """Strided dgrad: where its blocks do not all take the same steps (sub-problems of other tap counts, store-only
+    blocks, skipped ones), the dispatcher's own waves (`_dispatch.sm_tables`: each SM's loading CTAs in start order,
+    cps to a wave; the loading grid's tile_m and tile_n at each position, -1 where an SM's wave holds fewer) and the
+    share of the grid's CTAs each CTA past the first wave stands for, for `_schedule.sm_config_summary`; () where
+    they run in lockstep (the regular waves are the dispatcher's). Seed 2 #239 (1x1 stride 2: 3 of 4 sub-problems
+    store only; 128 blocks on 224 slots): SM 0 holds blocks 0, 56 and 112, all of tile_m 0, whose A reads hit 56 %
+    simulated; the loading grid alone put one CTA an SM and predicted none. The dispatch stops after
+    `_DISPATCH_BLOCKS` blocks or six waves, whichever is more."""
+    (sh, sw), (ph, pw) = layer.stride, layer.pad
+    nblk = _cdiv(layer.k, kernel.tile_k)
+    steps, loading = [], []
+    for f in range(sh * sw):                          # every sub-problem of the grid, skipped ones too (DESIGN 3a)
+        start_r, start_s = divmod(f, sw)
+        skip = _starting_coord(sh, ph, start_r) >= layer.h or _starting_coord(sw, pw, start_s) >= layer.w
+        taps = len(range(start_r, layer.r, sh)) * len(range(start_s, layer.s, sw))
+        steps.append(0 if skip else nblk * taps + 1)
+        loading.append(not skip and taps > 0)
+    if len(set(steps)) == 1 and all(loading):
         return ()
     loading = np.array(loading)
-    place = np.cumsum(loading) - 1                     # a loading sub-problem's index among the loading ones
-    cm, cn = grid_tiles(tpf * len(starts), tiles_n, kernel.swizzle_log)
-    load = loading[cm // tpf]
-    slot_tm = np.where(load, place[cm // tpf] * tpf + cm % tpf, -1)
-    slot_tn = np.where(load, cn, -1)
-    slot_tm.setflags(write=False)
-    slot_tn.setflags(write=False)
-    return slot_tm, slot_tn
+    place = np.where(loading, np.cumsum(loading) - 1, -1).astype(np.int64)
+    blk_tm, blk_tn, blk_steps = strided_blocks(tpf * sh * sw, _cdiv(layer.c, kernel.tile_n), kernel.swizzle_log,
+                                               tpf, np.array(steps, np.int64), place)
+    tab_tm, tab_tn, held, total = sm_tables(blk_tm, blk_tn, blk_steps, sms, cps,
+                                            _DISPATCH_BLOCKS)
+    first = int((tab_tm[:sms * cps] >= 0).sum())
+    later = (total - first) / (held - first) if held > first else 1.0
+    tab_tm.setflags(write=False)
+    tab_tn.setflags(write=False)
+    return tab_tm, tab_tn, later
+
+
+# strided dgrad's dispatch follows at most this many blocks (`_dispatch_tables`): 5 ms on this VM
+_DISPATCH_BLOCKS = 1 << 16
 
 
 def _lockstep_share(layer, kernel, gpu, machine, tpf) -> float:
