@@ -21,7 +21,7 @@ from ._schedule import tile_of
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel module it calls
 # into (`_schedule`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "248098f2f570dfaa"
+_JIT_DEPS_SHA256 = "7350902b5d7a751d"
 
 
 @njit(cache=True)
@@ -109,9 +109,9 @@ def strided_blocks(tiles_m, tiles_n, swz, tpf, sub_steps, sub_place):
 @njit(cache=True)
 def sm_tables(blk_tm, blk_tn, blk_steps, sms, cps, max_blocks):
     """The loading CTAs of each SM in start order, cps to a wave, at the positions ``w sms cps + s sms + sm``
-    (wave w, its slot s): (tile_m table, tile_n table, the loading CTAs they hold, every loading CTA of the
-    grid). Both tables -1 where an SM's wave has fewer; where the dispatch stopped at ``max_blocks``, only
-    the waves that every SM completed."""
+    (wave w, its slot s): (tile_m table, tile_n table, start round table, end round table (its first round
+    without the CTA), the loading CTAs they hold, every loading CTA of the grid). The tables -1 where an SM's wave has fewer; where the dispatch stopped at
+    ``max_blocks``, only the waves that every SM completed."""
     placed = dispatch(blk_tm, blk_tn, blk_steps, sms, cps, max_blocks)
     nb = placed.shape[0]
     count = np.zeros(sms, np.int64)
@@ -129,6 +129,8 @@ def sm_tables(blk_tm, blk_tn, blk_steps, sms, cps, max_blocks):
     per_wave = sms * cps
     tab_tm = np.full(max(waves, 1) * per_wave, -1, np.int64)
     tab_tn = np.full(max(waves, 1) * per_wave, -1, np.int64)
+    tab_st = np.full(max(waves, 1) * per_wave, -1, np.int64)
+    tab_end = np.full(max(waves, 1) * per_wave, -1, np.int64)
     seen = np.zeros(sms, np.int64)
     held = 0
     for b in range(nb):
@@ -143,5 +145,7 @@ def sm_tables(blk_tm, blk_tn, blk_steps, sms, cps, max_blocks):
         v = w * per_wave + (j % cps) * sms + sm
         tab_tm[v] = blk_tm[b]
         tab_tn[v] = blk_tn[b]
+        tab_st[v] = placed[b, 2]
+        tab_end[v] = placed[b, 2] + blk_steps[b]
         held += 1
-    return tab_tm, tab_tn, held, total
+    return tab_tm, tab_tn, tab_st, tab_end, held, total

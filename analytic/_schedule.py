@@ -182,7 +182,7 @@ def _strided_covers(w, sm, s, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, m_
 
 @njit(cache=True)
 def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg, m_div, bcls, ashift, apq,
-              slot_tm=None, slot_tn=None):
+              slot_tm=None, slot_tn=None, slot_start=None, slot_end=None):
     """The CTAs of SM ``sm`` in wave ``w``: their number k, and in ``cfg[s]`` slot s's columns
     CFG_K .. CFG_GAPB (CFG_WEIGHT left alone). ``tm_`` / ``tn_`` (2 cps long: this wave's slots, then the
     previous wave's) hold their tile_m and B keys (`b_key`); distinct A windows are counted by `a_key`.
@@ -191,6 +191,8 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
     retire; `sm_config_summary`); the SM's CTAs are the others, in slot order."""
     base = w * per_wave + sm
     k = 0
+    st_ = np.zeros(cps, np.int64)                     # start and end rounds (a dispatch table's; else in step)
+    end_ = np.ones(cps, np.int64)
     for s in range(cps):
         v = base + s * sms
         if v >= ctas:
@@ -199,6 +201,8 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
             if slot_tm[v] < 0:
                 continue
             tm_[k], tn_[k] = slot_tm[v], slot_tn[v]
+            if slot_start is not None:
+                st_[k], end_[k] = slot_start[v], slot_end[v]
         else:
             tm_[k], tn_[k] = tile_of(v, tiles_m, tiles_n, swz)
         tn_[k] = b_key(tm_[k], tn_[k], m_div, bcls)
@@ -254,13 +258,19 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         gapb = 0.0
         ashare = 0.0
         for s2 in range(s):
-            if tm_[s2] == tm_[s]:
+            # an earlier slot reads what this one reads at about the same round where it still runs when this
+            # one starts (a dispatch table's CTAs of one wave may run one after the other: seed 32 #46, 1x1 stride
+            # 2, a loading CTA of 13 rounds beside store-only ones of one, then one of its own tile in another
+            # column once it ended: their reads met as in step, A L2 reads -15 %, and simulated none hits; seed
+            # 1 #60, the same 3 rounds late while the first runs, all hit)
+            together = st_[s] < end_[s2] and st_[s2] < end_[s]
+            if tm_[s2] == tm_[s] and together:
                 arep = 1.0
                 gapa = s - s2
             elif a_key(tm_[s2], m_div, bcls) == a_key(tm_[s], m_div, bcls):
                 ashare = 1.0
-                if ashift is not None and arep == 0.0 and _in_step(ashift, apq, tm_[s2] // m_div, tm_[s] // m_div,
-                                                                   tm_[s] % m_div):
+                if ashift is not None and arep == 0.0 and together and _in_step(ashift, apq, tm_[s2] // m_div,
+                                                                                tm_[s] // m_div, tm_[s] % m_div):
                     # another sub-problem whose taps read this tile's dy lines at every k-step: what
                     # it has just read (seed 1 #292: such CTAs hit 100 % simulated)
                     arep = 1.0
@@ -411,7 +421,7 @@ def _config_key(cfg, s, base):
 
 @njit(cache=True)
 def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None, ashift=None, apq=None,
-                      slot_tm=None, slot_tn=None, later=1.0):
+                      slot_tm=None, slot_tn=None, later=1.0, slot_start=None, slot_end=None):
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
     appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
     and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us;
@@ -419,7 +429,8 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     are split by the A windows its SM's out-of-step tiles of one place add (NA_EXTRA, `_extra_windows`),
     weighted by their share of k-steps. ``slot_tm`` / ``slot_tn`` (strided dgrad, `_dispatch.sm_tables`): the
     tiles at each position of the dispatcher's waves, -1 where an SM's wave holds fewer; each CTA past the
-    first wave stands for ``later`` of the grid's (`_table_pairs`)."""
+    first wave stands for ``later`` of the grid's (`_table_pairs`); ``slot_start`` / ``slot_end``: the rounds
+    each starts and ends."""
     ctas = tiles_m * tiles_n if slot_tm is None else slot_tm.shape[0]
     per_wave = sms * cps
     if slot_tm is None:
@@ -436,7 +447,7 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     hist = np.zeros(4 * cps + 1, np.float64)
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
-                      tm_, tn_, cfg, m_div, bcls, ashift, apq, slot_tm, slot_tn)
+                      tm_, tn_, cfg, m_div, bcls, ashift, apq, slot_tm, slot_tn, slot_start, slot_end)
         shared = False
         for s in range(k):
             shared = shared or cfg[s, CFG_ASHARE] > 0.5

@@ -263,12 +263,13 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
 def _dispatch_tables(layer, kernel, sms, cps, tpf) -> tuple:
     """Strided dgrad: where its blocks do not all take the same steps (sub-problems of other tap counts, store-only
     blocks, skipped ones), the dispatcher's own waves (`_dispatch.sm_tables`: each SM's loading CTAs in start order,
-    cps to a wave; the loading grid's tile_m and tile_n at each position, -1 where an SM's wave holds fewer) and the
-    share of the grid's CTAs each CTA past the first wave stands for, for `_schedule.sm_config_summary`; () where
+    cps to a wave; the loading grid's tile_m and tile_n at each position, -1 where an SM's wave holds fewer), the
+    share of the grid's CTAs each CTA past the first wave stands for, and each position's start and end rounds, for
+    `_schedule.sm_config_summary`; () where
     they run in lockstep (the regular waves are the dispatcher's). Seed 2 #239 (1x1 stride 2: 3 of 4 sub-problems
     store only; 128 blocks on 224 slots): SM 0 holds blocks 0, 56 and 112, all of tile_m 0, whose A reads hit 56 %
     simulated; the loading grid alone put one CTA an SM and predicted none. The dispatch stops after
-    `_DISPATCH_BLOCKS` blocks or six waves, whichever is more."""
+    `_DISPATCH_BLOCKS` blocks."""
     (sh, sw), (ph, pw) = layer.stride, layer.pad
     nblk = _cdiv(layer.k, kernel.tile_k)
     steps, loading = [], []
@@ -284,13 +285,12 @@ def _dispatch_tables(layer, kernel, sms, cps, tpf) -> tuple:
     place = np.where(loading, np.cumsum(loading) - 1, -1).astype(np.int64)
     blk_tm, blk_tn, blk_steps = strided_blocks(tpf * sh * sw, _cdiv(layer.c, kernel.tile_n), kernel.swizzle_log,
                                                tpf, np.array(steps, np.int64), place)
-    tab_tm, tab_tn, held, total = sm_tables(blk_tm, blk_tn, blk_steps, sms, cps,
-                                            _DISPATCH_BLOCKS)
+    tab_tm, tab_tn, tab_st, tab_end, held, total = sm_tables(blk_tm, blk_tn, blk_steps, sms, cps, _DISPATCH_BLOCKS)
     first = int((tab_tm[:sms * cps] >= 0).sum())
     later = (total - first) / (held - first) if held > first else 1.0
-    tab_tm.setflags(write=False)
-    tab_tn.setflags(write=False)
-    return tab_tm, tab_tn, later
+    for tab in (tab_tm, tab_tn, tab_st, tab_end):
+        tab.setflags(write=False)
+    return tab_tm, tab_tn, later, tab_st, tab_end
 
 
 # strided dgrad's dispatch follows at most this many blocks (`_dispatch_tables`): 5 ms on this VM

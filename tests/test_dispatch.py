@@ -60,13 +60,16 @@ def test_dispatch_places_blocks_as_the_round_by_round_dispatcher(steps, sms, cps
 def test_tables_hold_each_sms_loading_ctas_in_start_order(steps, load, sms, cps):
     arr = np.array(steps, np.int64)
     tm = np.array([b if load[b] else -1 for b in range(len(steps))], np.int64)
-    tab_tm, tab_tn, held, total = sm_tables(tm, tm, arr, sms, cps, len(steps))
+    tab_tm, tab_tn, tab_st, tab_end, held, total = sm_tables(tm, tm, arr, sms, cps, len(steps))
     placed = naive_dispatch(steps, sms, cps)
     per_sm = {sm: [b for b, (s, _sl, _r) in enumerate(placed) if s == sm and load[b]] for sm in range(sms)}
     per_wave = sms * cps
     for sm, blocks in per_sm.items():
         for j, b in enumerate(blocks):
-            assert tab_tm[(j // cps) * per_wave + (j % cps) * sms + sm] == b
+            v = (j // cps) * per_wave + (j % cps) * sms + sm
+            assert tab_tm[v] == tab_tn[v] == b
+            assert tab_st[v] == placed[b][2]
+            assert tab_end[v] == placed[b][2] + steps[b]
     assert held == total == sum(load[:len(steps)])
     assert (tab_tm >= 0).sum() == held
 
@@ -97,7 +100,7 @@ def test_tables_against_the_simulated_stream(layer, kernel, gpu):
     g = simcore.replace_gpu(simcore.gpu(gpu[0]), sms=gpu[1])
     cps = analytic.model._machine(g, kernel)[0]
     tpf = -(-layer.n * -(-layer.h // layer.stride[0]) * -(-layer.w // layer.stride[1]) // kernel.tile_m)
-    tab_tm, _tab_tn, later = _dispatch_tables(layer, kernel, g.sms, cps, tpf)
+    tab_tm, _tab_tn, later, _tab_st, _tab_end = _dispatch_tables(layer, kernel, g.sms, cps, tpf)
     assert later == 1.0
     # the stream's loading CTAs per SM in the order of their first load, as tiles of the loading grid (sub-problems
     # with taps, in order); the whole grid has stride_h stride_w sub-problems of tpf tiles
