@@ -540,8 +540,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
     BACK_A: a CTA of this tile_m ran on the SM 2 .. 4 waves back, PREV: the SM ran CTAs in the previous wave,
-    PREV_A / PREV_B:
-    one of them had this CTA's tile_m / tile_n) and tile classes: ``mcls`` (rows, weight) along GEMM-M,
+    PREV_A / PREV_B: one of them had this CTA's tile_m / tile_n; COVER_A: the share of the tile's window the
+    CTAs of PREV_A / BACK_A read; strided dgrad: COVER_S, the share its earlier slots read, and COVER_MORE, the
+    share waves BACK_MORE back read, `_schedule._strided_covers`) and tile classes: ``mcls`` (rows, weight) along GEMM-M,
     ``ncls`` (B lines per round, weight, B slice lines) along GEMM-N; ``b_lines_avg`` / ``b_slice_avg``
     are their averages.
 
@@ -615,7 +616,6 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         gap_b = cfg[ci, 10]
         pna = cfg[ci, 11]
         pnb = cfg[ci, 12]
-        ashare = cfg[ci, 13] > 0.5
         back_a = cfg[ci, 14]
         wsum += wgt
         ma = 0.0
@@ -756,7 +756,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 hb_acc += wm * M / (T * tiles_m) * wn * hb
         if not arep:
             ma_raw = ma
-            keep = 1.0                       # the adjustments' share of every missed row (`ashare`'s aside)
+            keep = 1.0                       # the adjustments' share of every missed row (the first touches' aside)
             if blk_gap and blk_w > 0.0:
                 keep = 1.0 - share_blk * blk_hit / blk_w
                 ma *= keep

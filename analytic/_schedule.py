@@ -386,7 +386,10 @@ def sm_configs(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None,
     distance to the nearest earlier slot with the same tile_m (GAPA) / tile_n (GAPB), 0 if none, and
     the previous wave's distinct tile_m / tile_n on the SM (PREV_NA / PREV_NB, 0 without one), and
     whether an earlier slot holds another tile of the same A window (`a_key`: strided dgrad's sub-problems,
-    ASHARE); NA_EXTRA 0 (`sm_config_summary` splits a row by it)."""
+    ASHARE); NA_EXTRA 0 (`sm_config_summary` splits a row by it). COVER_A: the share of the tile's A window the
+    earlier wave of PREV_A / BACK_A read (1: the same tile); strided dgrad (``apq``) also COVER_S, COVER_MORE and
+    BACK_MORE (`_strided_covers`: the shares its earlier slots and farther waves read) and SUB (its
+    sub-problem), else 0."""
     ctas = tiles_m * tiles_n
     per_wave = sms * cps
     pairs = _sample_pairs(ctas, sms, cps, max_samples)

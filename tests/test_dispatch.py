@@ -150,3 +150,21 @@ def test_store_only_blocks_in_the_first_pass_against_the_simulation(case):
     assert pred[hits] == pytest.approx(sim[hits], rel=0.02)
     l2 = "lts__t_sectors_srcunit_tex_op_read.sum"
     assert pred[l2] == pytest.approx(sim[l2], rel=0.02)
+
+
+@pytest.mark.parametrize("layer", [
+    traces.ConvLayer(1, 8, 2, 5, 16, 5, 5, stride=3, pad=2, name="skip"),   # sub-problems of start_r 1 skipped
+    traces.ConvLayer(2, 5, 23, 19, 24, 11, 11, stride=4, pad=5, name="stem"),
+    traces.ConvLayer(1, 3, 6, 4, 8, 7, 3, stride=(4, 2), pad=(1, 1), name="wide"),
+])
+def test_filter_sectors_read_against_the_stream(layer):
+    # the strided dgrad floor on filter DRAM reads counts the filter sectors that the stream reads
+    from analytic.model import _filter_sectors_read
+    kernel = traces.KernelConfig(tile_m=32, tile_n=32, tile_k=8, threads=64, op="dgrad")
+    gpu = simcore.gpu("v100")
+    seen = set()
+    for ch in traces.iter_request_chunks(layer, gpu, kernel):
+        for r in range(ch.cta.shape[0]):
+            if ch.operand[r] == 1 and ch.kind[r] != 1:
+                seen.update(ch.sectors[ch.first[r]:ch.first[r] + ch.count[r]].tolist())
+    assert _filter_sectors_read(layer, kernel, gpu.sector_bytes) == len(seen)
