@@ -187,9 +187,10 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     cps, swz = machine[0], kernel.swizzle_log
     tpf = _cdiv(layer.n * _cdiv(layer.h, layer.stride[0]) * _cdiv(layer.w, layer.stride[1]), kernel.tile_m)
     bcls = dgrad_b_classes(layer, kernel, gpu.sector_bytes)
+    # positional only: a keyword argument sends Numba's dispatcher through its slow path (0.35 ms a call, measured)
+    tables = _dispatch_tables(layer, kernel, gpu.sms, cps, tpf) or (None, None, 1.0, None, None)
     cfg = sm_config_summary(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, SM_SAMPLES,
-                            tpf, bcls, *dgrad_a_shifts(layer, kernel, gpu.line_bytes),
-                            *_dispatch_tables(layer, kernel, gpu.sms, cps, tpf))
+                            tpf, bcls, *dgrad_a_shifts(layer, kernel, gpu.line_bytes), *tables)
     cfg = filters_in_step(cfg, _lockstep_share(layer, kernel, gpu, machine, tpf))
     # a slot that shares an earlier slot's class of filter sectors finds, at one k-step, the sectors both
     # sub-problems' taps read then: all of them for the same sub-problem, a share for another

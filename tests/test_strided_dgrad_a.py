@@ -223,6 +223,13 @@ def test_window_union_and_layers_count_the_pixels_earlier_tiles_read(h, w, r, st
     ((62, 9), 0.561, 0.15),
     # 11x11 stride 4 (+16.2 % before)
     ((62, 46), 0.162, 0.06),
+    # C 8 5x5 stride 4, 176 CTAs an SM, a sub-problem every 1.4 waves: the SM's L1 keeps the union of every
+    # earlier tile's window at its place (+249.1 % before the dispatch tables and window_layers)
+    ((64, 80), 2.491, 0.05),
+    # 5x5 stride 4, swizzle 2: 17-, 9- and 5-round blocks drift from the regular waves (+17.4 % before)
+    ((3, 69), 0.174, 0.06),
+    ((34, 67), 0.158, 0.03),
+    ((52, 47), 0.149, 0.03),
 ])
 def test_earlier_waves_windows_against_simulation(case, before, tolerance):
     from simcore import metrics as M
