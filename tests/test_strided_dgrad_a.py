@@ -19,23 +19,29 @@ from analytic._geometry import dgrad_b_classes
 LINE = 128
 
 
+def tile_dx_pixels(layer, kernel, start, place):
+    """The dx pixels (n, h, w) of sub-problem ``start``'s tile at ``place`` (DESIGN 3a: rows m_loc -> (n, p', q') in
+    its own P' x Q' grid, dx pixel h = start_h + p' stride_h), rows past the batch left out."""
+    _start_r, _start_s, start_h, start_w, _nr, _ns = start
+    sh, sw = layer.stride
+    pp, qq = -(-(layer.h - start_h) // sh), -(-(layer.w - start_w) // sw)
+    for row in range(place * kernel.tile_m, (place + 1) * kernel.tile_m):
+        n, rem = divmod(row, pp * qq)
+        if n < layer.n:
+            yield n, start_h + (rem // qq) * sh, start_w + (rem % qq) * sw
+
+
 def tile_lines(layer, kernel, start, place, t):
-    """The dy lines that sub-problem ``start``'s tile at ``place`` reads at its k-step t (DESIGN 3a: rows
-    m_loc -> (n, p', q') in its own P' x Q' grid, dx pixel h = start_h + p' stride_h, taps for k0: for r:
-    for s; valid reads only)."""
-    start_r, start_s, start_h, start_w, nr, ns = start
+    """The dy lines that sub-problem ``start``'s tile at ``place`` reads at its k-step t (`tile_dx_pixels`; taps
+    for k0: for r: for s; valid reads only)."""
+    start_r, start_s, _h, _w, nr, ns = start
     sh, sw = layer.stride
     ph, pw = layer.pad
-    pp, qq = -(-(layer.h - start_h) // sh), -(-(layer.w - start_w) // sw)
     blk, tap = divmod(t, nr * ns)
     r, s = start_r + (tap // ns) * sh, start_s + (tap % ns) * sw
     tk, eb = kernel.tile_k, kernel.elem_bytes
     out = set()
-    for row in range(place * kernel.tile_m, (place + 1) * kernel.tile_m):
-        n, rem = divmod(row, pp * qq)
-        if n >= layer.n:
-            continue
-        h, w = start_h + (rem // qq) * sh, start_w + (rem % qq) * sw
+    for n, h, w in tile_dx_pixels(layer, kernel, start, place):
         p, q = (h + ph - r) // sh, (w + pw - s) // sw
         if 0 <= p < layer.p and 0 <= q < layer.q:
             for k in range(blk * tk, min(layer.k, blk * tk + tk)):
@@ -158,16 +164,11 @@ def test_a_hits_against_the_simulation():
 def tile_window(layer, kernel, start, place):
     """Every dy pixel (n, p, q) that sub-problem ``start``'s tile at ``place`` reads over all its taps (DESIGN 3a,
     as `tile_lines`)."""
-    start_r, start_s, start_h, start_w, nr, ns = start
+    start_r, start_s, _h, _w, nr, ns = start
     sh, sw = layer.stride
     ph, pw = layer.pad
-    pp, qq = -(-(layer.h - start_h) // sh), -(-(layer.w - start_w) // sw)
     out = set()
-    for row in range(place * kernel.tile_m, (place + 1) * kernel.tile_m):
-        n, rem = divmod(row, pp * qq)
-        if n >= layer.n:
-            continue
-        h, w = start_h + (rem // qq) * sh, start_w + (rem % qq) * sw
+    for n, h, w in tile_dx_pixels(layer, kernel, start, place):
         for i in range(nr):
             for j in range(ns):
                 p, q = (h + ph - start_r - i * sh) // sh, (w + pw - start_s - j * sw) // sw
