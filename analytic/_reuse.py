@@ -552,8 +552,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     no earlier slot shares filters with, read from L2: all of them but where the SM's previous wave
     left the slice in the L1, `_life_hit`). ``l2_scale``: the GPU's A lines a row in the L2 window
     over ``lpr_a`` (a channel block's own lines in the L1's: `model._block_classes`). ``brep_share``: the
-    share of a BREP CTA's filter sectors its earlier slot read at the same round (strided dgrad,
-    `_schedule.brep_overlap`; the rest as a CTA without one). ``b_hold``: the share of a lifetime over
+    share of a BREP CTA's filter sectors its earlier slot read at the same round, times each row's own
+    (strided dgrad: CFG_BREP_SHARE, column 20, `_geometry.dgrad_step_overlap` of its pair; the rest as a CTA
+    without one). ``b_hold``: the share of a lifetime over
     which a filter line keeps being read, ``b_gap`` k-steps at most between two reads
     (`_geometry.b_line_hold`); where the line outlives those gaps, the previous wave's CTA left it that
     much less than a lifetime before. ``nmax_b``: the sets A's lines of a round spread over in B's windows
@@ -617,6 +618,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         pna = cfg[ci, 11]
         pnb = cfg[ci, 12]
         back_a = cfg[ci, 14]
+        # the share of a BREP CTA's filter sectors its earlier slot reads at the same round: the row's own
+        # (strided dgrad, CFG_BREP_SHARE; else 1) times ``brep_share``
+        bshare = cfg[ci, 20] * brep_share
         wsum += wgt
         ma = 0.0
         ma2 = 0.0
@@ -684,7 +688,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     else:
                         hb_rep = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax_b) / ways, lo, hi)
                 hb = hb_rep
-                if not brep or brep_share < 1.0:
+                if not brep or bshare < 1.0:
                     # the filter sectors no earlier slot read at this round (strided dgrad: the slot's
                     # sub-problem reads other taps, `brep_share`)
                     lines_a = rows_total / RS * (T / M) * lpr_a
@@ -751,7 +755,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         fm_acc += wm * wn * (1.0 - h_prev)
                         fm_w += wm * wn
                     if brep:
-                        hb = brep_share * hb_rep + (1.0 - brep_share) * hb
+                        hb = bshare * hb_rep + (1.0 - bshare) * hb
                 # every CTA reads the same B whatever its rows: its M class weighs by CTAs, not rows
                 hb_acc += wm * M / (T * tiles_m) * wn * hb
         if not arep:

@@ -86,43 +86,13 @@ def column_ranges(first, count, tiles_m, tiles_n, swz):
 # columns of sm_configs' rows
 (CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
  CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A, CFG_NA_EXTRA, CFG_COVER_A, CFG_COVER_S,
- CFG_COVER_MORE, CFG_BACK_MORE, CFG_SUB) = range(21)
-_CFG_COLS = 21
+ CFG_COVER_MORE, CFG_BACK_MORE, CFG_BREP_SHARE, CFG_SUB) = range(22)
+_CFG_COLS = 22
 # waves back that a CTA's tile_m is looked for on its SM (CFG_BACK_A)
 BACK_WAVES = 4
 # waves back that strided dgrad's earlier CTAs on the SM are followed (`_strided_covers`): 64 #80 (a sub-problem
 # every 1.4 waves, an L1 that keeps all) fetches 14 % more than it does over 4, exactly it over 8 (scratch count)
 STRIDED_BACK = 8
-
-
-@njit(cache=True)
-def brep_overlap(tiles_m, tiles_n, swz, sms, cps, m_div, bcls, overlap, max_waves):
-    """Strided dgrad: the mean, over the CTAs whose nearest earlier co-resident slot reads their B key
-    (`b_key`: tile_n and class of filter sectors; the first ``max_waves`` waves, block order), of
-    ``overlap[f, g]`` (`_geometry.dgrad_step_overlap`) for their sub-problem f and that slot's g: the
-    share of their filter sectors the slot read at the same k-step. 1 where no CTA has such a slot."""
-    ctas = tiles_m * tiles_n
-    per_wave = sms * cps
-    waves = min(max_waves, (ctas + per_wave - 1) // per_wave)
-    keys = np.empty(cps, np.int64)
-    subs = np.empty(cps, np.int64)
-    total = 0.0
-    count = 0
-    for w in range(waves):
-        for sm in range(sms):
-            for s in range(cps):
-                v = w * per_wave + sm + s * sms
-                if v >= ctas:
-                    break
-                tm, tn = tile_of(v, tiles_m, tiles_n, swz)
-                keys[s] = b_key(tm, tn, m_div, bcls)
-                subs[s] = tm // m_div
-                for s2 in range(s - 1, -1, -1):
-                    if keys[s2] == keys[s]:
-                        total += overlap[subs[s], subs[s2]]
-                        count += 1
-                        break
-    return total / count if count else 1.0
 
 
 @njit(cache=True, inline="always")
@@ -182,7 +152,7 @@ def _strided_covers(w, sm, s, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, m_
 
 @njit(cache=True)
 def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, cfg, m_div, bcls, ashift, apq, work,
-              slot_tm=None, slot_tn=None, slot_start=None, slot_end=None):
+              slot_tm=None, slot_tn=None, slot_start=None, slot_end=None, overlap=None):
     """The CTAs of SM ``sm`` in wave ``w``: their number k, and in ``cfg[s]`` slot s's columns
     CFG_K .. CFG_GAPB (CFG_WEIGHT left alone). ``tm_`` / ``tn_`` (2 cps long: this wave's slots, then the
     previous wave's) hold their tile_m and B keys (`b_key`); distinct A windows are counted by `a_key`.
@@ -254,6 +224,7 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
     for s in range(k):
         arep = 0.0
         brep = 0.0
+        bshare = 1.0
         gapa = 0.0
         gapb = 0.0
         ashare = 0.0
@@ -278,6 +249,10 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
             if tn_[s2] == tn_[s]:
                 brep = 1.0
                 gapb = s - s2
+                # strided dgrad: the share of this CTA's filter sectors that slot's sub-problem reads at the same
+                # k-step (`_geometry.dgrad_step_overlap`), for this CTA's own pair: each group of sub-problems is
+                # predicted on its own rows, which a whole grid's mean (the former `brep_overlap`) mixed
+                bshare = overlap[tm_[s] // m_div, tm_[s2] // m_div] if overlap is not None else 1.0
         pa = 0.0
         pb = 0.0
         back = 0.0
@@ -326,6 +301,7 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         cfg[s, CFG_COVER_S] = _eighths(cov_s)
         cfg[s, CFG_COVER_MORE] = more
         cfg[s, CFG_BACK_MORE] = back2
+        cfg[s, CFG_BREP_SHARE] = _eighths(bshare) if brep > 0.0 else 1.0
         cfg[s, CFG_SUB] = tm_[s] // m_div if bcls is not None else 0
     return k
 
@@ -425,7 +401,7 @@ def _config_key(cfg, s, base):
     for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_ASHARE):
         key = key * 2 + int(cfg[s, c])
     key2 = int(4.0 * cfg[s, CFG_NA_EXTRA] + 0.5)
-    for c in (CFG_COVER_A, CFG_COVER_S, CFG_COVER_MORE):
+    for c in (CFG_COVER_A, CFG_COVER_S, CFG_COVER_MORE, CFG_BREP_SHARE):
         key2 = key2 * 9 + int(8.0 * cfg[s, c] + 0.5)
     key2 = key2 * (STRIDED_BACK + 1) + int(cfg[s, CFG_BACK_MORE])
     return key, key2
@@ -433,7 +409,7 @@ def _config_key(cfg, s, base):
 
 @njit(cache=True)
 def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcls=None, ashift=None, apq=None,
-                      slot_tm=None, slot_tn=None, later=1.0, slot_start=None, slot_end=None):
+                      slot_tm=None, slot_tn=None, later=1.0, slot_start=None, slot_end=None, overlap=None):
     """The rows of `sm_configs` merged where columns 1.. are equal (weights summed, in order of first
     appearance), as the samples are drawn: each configuration keyed by one integer (its small counts
     and flags), no array of every sampled CTA (h100, 196 x 4 tiles, 2 CTAs per SM: 35 us before, 12 us;
@@ -442,7 +418,8 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     weighted by their share of k-steps. ``slot_tm`` / ``slot_tn`` (strided dgrad, `_dispatch.sm_tables`): the
     tiles at each position of the dispatcher's waves, -1 where an SM's wave holds fewer; each CTA past the
     first wave stands for ``later`` of the grid's (`_table_pairs`); ``slot_start`` / ``slot_end``: the rounds
-    each starts and ends."""
+    each starts and ends; ``overlap`` (strided dgrad, `_geometry.dgrad_step_overlap`): a BREP row's share of
+    filter sectors, CFG_BREP_SHARE."""
     ctas = tiles_m * tiles_n if slot_tm is None else slot_tm.shape[0]
     per_wave = sms * cps
     if slot_tm is None:
@@ -460,7 +437,8 @@ def sm_config_summary(tiles_m, tiles_n, swz, sms, cps, max_samples, m_div=0, bcl
     hist = np.zeros(4 * cps + 1, np.float64)
     for i in range(pairs.shape[0]):
         k = _sm_slots(int(pairs[i, 0]), int(pairs[i, 1]), ctas, per_wave, sms, cps, tiles_m, tiles_n, swz,
-                      tm_, tn_, cfg, m_div, bcls, ashift, apq, work, slot_tm, slot_tn, slot_start, slot_end)
+                      tm_, tn_, cfg, m_div, bcls, ashift, apq, work, slot_tm, slot_tn, slot_start, slot_end,
+                      overlap)
         shared = False
         for s in range(k):
             shared = shared or cfg[s, CFG_ASHARE] > 0.5

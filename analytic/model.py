@@ -26,7 +26,7 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
-from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, brep_overlap, filters_in_step, grid_schedule,
+from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, filters_in_step, grid_schedule,
                         grid_tiles, l2_classes, refetch_waves, sm_config_summary, tile_m_classes, with_columns)
 from ._dispatch import sm_tables, strided_blocks
 from ._store_only import store_only_rereads
@@ -189,18 +189,16 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     bcls = dgrad_b_classes(layer, kernel, gpu.sector_bytes)
     # positional only: a keyword argument sends Numba's dispatcher through its slow path (0.35 ms a call, measured)
     tables = _dispatch_tables(layer, kernel, gpu.sms, cps, tpf) or (None, None, 1.0, None, None)
-    cfg = sm_config_summary(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, SM_SAMPLES,
-                            tpf, bcls, *dgrad_a_shifts(layer, kernel, gpu.line_bytes), *tables)
-    cfg = filters_in_step(cfg, _lockstep_share(layer, kernel, gpu, machine, tpf))
     # a slot that shares an earlier slot's class of filter sectors finds, at one k-step, the sectors both
     # sub-problems' taps read then: all of them for the same sub-problem, a share for another
-    # (`_geometry.dgrad_step_overlap`, averaged over the first waves' slots)
-    share = 1.0
+    # (`_geometry.dgrad_step_overlap`, per pair: CFG_BREP_SHARE)
+    overlap = None
     if len(set(bcls.tolist())) < bcls.shape[0]:
-        share = brep_overlap(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, tpf, bcls,
-                             dgrad_step_overlap(layer, kernel, gpu.sector_bytes, _filter_stay(layer, kernel, gpu,
-                                                                                              machine)),
-                             BACK_WAVES)
+        overlap = dgrad_step_overlap(layer, kernel, gpu.sector_bytes, _filter_stay(layer, kernel, gpu, machine))
+    cfg = sm_config_summary(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, SM_SAMPLES,
+                            tpf, bcls, *dgrad_a_shifts(layer, kernel, gpu.line_bytes), *tables, overlap)
+    cfg = filters_in_step(cfg, _lockstep_share(layer, kernel, gpu, machine, tpf))
+    share = 1.0
     # each group of alike sub-problems sees its own CTAs' configurations (CFG_SUB): their windows differ (2 x 2
     # taps against 1), and so does where they run (seed 9 #65: the first sub-problem's tiles lead their SMs, the
     # later ones find their windows read)
