@@ -156,9 +156,10 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
     """The CTAs of SM ``sm`` in wave ``w``: their number k, and in ``cfg[s]`` slot s's columns
     CFG_K .. CFG_GAPB (CFG_WEIGHT left alone). ``tm_`` / ``tn_`` (2 cps long: this wave's slots, then the
     previous wave's) hold their tile_m and B keys (`b_key`); distinct A windows are counted by `a_key`.
-    ``slot_tm`` / ``slot_tn``: the tiles at each dispatch position of a grid of one wave, -1 where the block
-    there reads nothing (strided dgrad's store-only and idle blocks: they take a slot in the first pass and
-    retire; `sm_config_summary`); the SM's CTAs are the others, in slot order."""
+    ``slot_tm`` / ``slot_tn`` (strided dgrad, `_dispatch.sm_tables`): the loading CTAs at each position of the
+    dispatcher's waves, -1 where an SM's wave holds fewer, this wave's and the earlier ones'; ``slot_start`` /
+    ``slot_end`` their rounds (an earlier slot is in step only if it still runs when this one starts);
+    ``overlap``: `_geometry.dgrad_step_overlap` for CFG_BREP_SHARE. ``work``: scratch arrays (`_work`)."""
     base = w * per_wave + sm
     k = 0
     # scratch (`_work`): start and end rounds of the slots (a dispatch table's; else in step), and
