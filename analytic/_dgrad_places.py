@@ -298,15 +298,6 @@ def window_layers(apq, m_div, tm, others, labels, n, out):
         out /= total
 
 
-@njit(cache=True)
-def window_union(apq, m_div, tm, others, n):
-    """The share of tile_m ``tm``'s dy pixels that any of the tiles ``others[:n]`` reads (`window_layers` with one
-    label)."""
-    out = np.zeros(1, np.float64)
-    window_layers(apq, m_div, tm, others, np.zeros(max(n, 1), np.int64), n, out)
-    return out[0]
-
-
 @njit(cache=True, inline="always")
 def _cover(ashift, apq, f, g, u, place):
     """The share of g's dy lines at k-step u (`row_shifts`) that f's tile at the same ``place`` reads then:

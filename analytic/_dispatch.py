@@ -21,17 +21,17 @@ from ._schedule import tile_of
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel module it calls
 # into (`_schedule`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "a46c220c143ad354"
+_JIT_DEPS_SHA256 = "4cec8599dc2b0051"
 
 
 @njit(cache=True)
-def dispatch(blk_tm, blk_tn, blk_steps, sms, cps, max_blocks):
+def dispatch(blk_steps, sms, cps, max_blocks):
     """Dispatch blocks ``0 .. min(n, max_blocks) - 1`` (in block order, each holding its slot ``blk_steps``
-    rounds; ``blk_tm`` -1 where it reads nothing) over ``sms`` SMs of ``cps`` slots (DESIGN section 3).
+    rounds) over ``sms`` SMs of ``cps`` slots (DESIGN section 3).
     Returns (sm, slot, start round) of each dispatched block. The slots that free in a round are kept in one
     list per round (greedy dispatch ends by the blocks' steps over the slots plus the longest block's): 23,760
     blocks in 1.0 ms, not 2.3 with a heap (this VM)."""
-    nb = min(blk_tm.shape[0], max_blocks)
+    nb = min(blk_steps.shape[0], max_blocks)
     nslot = sms * cps
     longest = 1
     work = 0
@@ -91,10 +91,7 @@ def strided_blocks(tiles_m, tiles_n, swz, tpf, sub_steps, sub_place):
     blk_steps = np.empty(tiles_m * tiles_n, np.int64)
     i = 0
     for v in range(tiles_m * tiles_n):
-        if swz == 0:                                   # tile_of without the swizzle (tile_m fastest)
-            tn, tm = divmod(v, tiles_m)
-        else:
-            tm, tn = tile_of(v, tiles_m, tiles_n, swz)
+        tm, tn = tile_of(v, tiles_m, tiles_n, swz)
         f = tm // tpf
         if sub_steps[f] == 0:
             continue
@@ -110,9 +107,9 @@ def strided_blocks(tiles_m, tiles_n, swz, tpf, sub_steps, sub_place):
 def sm_tables(blk_tm, blk_tn, blk_steps, sms, cps, max_blocks):
     """The loading CTAs of each SM in start order, cps to a wave, at the positions ``w sms cps + s sms + sm``
     (wave w, its slot s): (tile_m table, tile_n table, start round table, end round table (its first round
-    without the CTA), the loading CTAs they hold, every loading CTA of the grid). The tables -1 where an SM's wave has fewer; where the dispatch stopped at
-    ``max_blocks``, only the waves that every SM completed."""
-    placed = dispatch(blk_tm, blk_tn, blk_steps, sms, cps, max_blocks)
+    without the CTA), the loading CTAs they hold, every loading CTA of the grid). The tables -1 where an SM's
+    wave has fewer; where the dispatch stopped at ``max_blocks``, only the waves that every SM completed."""
+    placed = dispatch(blk_steps, sms, cps, max_blocks)
     nb = placed.shape[0]
     count = np.zeros(sms, np.int64)
     total = 0

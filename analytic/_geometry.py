@@ -392,7 +392,7 @@ def dgrad_a_shifts(layer, kernel, line) -> tuple:
     k-step t_u of a tile (`_dgrad_places.row_shifts`, at most 64 k-steps); ``apq``: rows (P', Q', the dy row and
     column its dx grid's first pixel reads at its first tap, its taps along h and w) of each, then
     (P Q, Q, tile_m, P, N, 0), which place a tile's rows in its own dx grid (`_dgrad_places._tile_start`) and
-    its dy window in dy (`_dgrad_places.window_union`). Co-resident
+    its dy window in dy (`_dgrad_places.window_layers`). Co-resident
     tiles of one place are one A window only where they are in step: seed 1 #292 (11x11 stride 3, starts
     r = 0, 1, 2 of one s on an SM, 16, 16 and 12 taps): the in-step CTAs hit 100 % simulated, the others
     47-74 % (a Python LRU over the first SMs). Read-only."""

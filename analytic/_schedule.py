@@ -30,7 +30,7 @@ from ._memo import memo
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel module it calls
 # into (`_dgrad_places`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "36df222bc968617a"
+_JIT_DEPS_SHA256 = "0718c3953d93e3f1"
 
 _PHI = (math.sqrt(5.0) - 1.0) / 2.0      # low-discrepancy (golden ratio) sample positions
 

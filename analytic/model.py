@@ -140,33 +140,22 @@ def _filter_sectors_read(layer, kernel, sec) -> float:
     return float(np.unique(spans).size)
 
 
-@memo(256)
-def _group_members(layer, kernel) -> tuple:
-    """The loading sub-problems (their index among `dgrad_subproblems`) of each group of `_distinct_subproblems`."""
-    groups = {}
-    for i, (geo, _share) in enumerate(dgrad_subproblems(layer, kernel)):
-        groups.setdefault(_signature(geo), []).append(i)
-    return tuple(np.array(v, np.float64) for v in groups.values())
-
-
 def _signature(geo) -> tuple:
     """Every figure of a sub-problem's geometry that the GEMM engine reads."""
     return (geo.win, geo.gemm_n, geo.ksteps, tuple(geo.counts.items()), geo.b_rows, geo.row_b, geo.pos_b,
             geo.lpr_b, geo.ncls.tobytes(), geo.uniq_b, geo.share_b_blk, geo.reuse_b1, geo.flops)
 
 
+@memo(256)
 def _distinct_subproblems(layer, kernel) -> tuple:
     """Strided dgrad's sub-problems (`dgrad_subproblems`) alike in every figure the GEMM engine reads,
-    gathered: ((Geometry, how many), ...). alexnet conv1 has 9 distinct of 16 (a100: 1.23-1.25 -> 0.90-1.19
-    ms a prediction when each is computed once)."""
+    gathered: ((Geometry, its members' indices among `dgrad_subproblems`), ...); a group counts as many times as it
+    has members. alexnet conv1 has 9 distinct of 16 (a100: 1.23-1.25 -> 0.90-1.19 ms a prediction when each is
+    computed once)."""
     groups = {}
-    for geo, _share in dgrad_subproblems(layer, kernel):
-        sig = _signature(geo)
-        if sig in groups:
-            groups[sig][1] += 1
-        else:
-            groups[sig] = [geo, 1]
-    return tuple((geo, mult) for geo, mult in groups.values())
+    for i, (geo, _share) in enumerate(dgrad_subproblems(layer, kernel)):
+        groups.setdefault(_signature(geo), (geo, []))[1].append(i)
+    return tuple((geo, np.array(members, np.float64)) for geo, members in groups.values())
 
 
 def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
@@ -205,7 +194,8 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     stats = {}
     keys, acc = None, None
     uniq_sum = 0.0
-    for (geo, mult), subs_of in zip(groups, _group_members(layer, kernel)):
+    for geo, subs_of in groups:
+        mult = subs_of.shape[0]
         key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
         if key not in stats:
             stats[key] = grid_schedule(key[0], key[1], swz, gpu.sms, cps)[1]

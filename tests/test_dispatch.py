@@ -50,7 +50,7 @@ def naive_dispatch(steps, sms, cps):
 @given(steps=st.lists(st.integers(1, 9), min_size=1, max_size=300), sms=st.integers(1, 9), cps=st.integers(1, 4))
 def test_dispatch_places_blocks_as_the_round_by_round_dispatcher(steps, sms, cps):
     arr = np.array(steps, np.int64)
-    got = dispatch(np.zeros_like(arr), np.zeros_like(arr), arr, sms, cps, len(steps))
+    got = dispatch(arr, sms, cps, len(steps))
     assert [tuple(r) for r in got.tolist()] == naive_dispatch(steps, sms, cps)
 
 
