@@ -17,6 +17,7 @@ import functools
 import math
 
 import numpy as np
+from simcore._jit import njit
 
 from ._memo import memo
 
@@ -43,24 +44,33 @@ def _steps(layout, C, RS, tk, eb):
     return ksteps, ks * tk * eb, np.minimum(tk, C * RS - ks * tk) * eb
 
 
-def _gap_counts(rows, pitch, ksteps, off, size, line) -> np.ndarray:
+@njit(cache=True)
+def _gap_counts(rows, pitch, ksteps, off, size, line):
     """How many of the lines that filter rows 0 .. rows - 1 read have each longest absence 0 .. k - 1
-    (`line_gaps`), every (row, k-step) chunk enumerated."""
-    lo = (np.arange(rows)[:, None] * pitch + off[None, :]).ravel()
-    hi = lo + np.tile(size, rows) - 1
-    step = np.tile(np.arange(ksteps), rows)
-    # every (line, k-step) read, once: a chunk spans at most two lines (tile_k e <= 128 bytes)
-    pairs = np.unique(np.concatenate((lo // line, hi // line)) * ksteps + np.concatenate((step, step)))
-    lines, steps = pairs // ksteps, pairs % ksteps
-    nlines = int(lines[-1]) + 1
-    first = np.full(nlines, ksteps, np.int64)
+    (`line_gaps`), every (row, k-step) chunk enumerated (a chunk spans at most two lines: tile_k e <= 128
+    bytes). K-step outermost, so each line meets its reads in k-step order. Compiled: a 512-channel 3x3
+    fp32 slice's base block 0.9 -> 0.05 ms, np.unique of the (line, k-step) pairs having been 40 % of an
+    fprop prediction's own time (bench_analytic's fprop workload, cProfile)."""
+    nlines = 0
+    for ks in range(ksteps):
+        nlines = max(nlines, ((rows - 1) * pitch + off[ks] + size[ks] - 1) // line + 1)
+    first = np.full(nlines, -1, np.int64)
     last = np.full(nlines, -1, np.int64)
-    np.minimum.at(first, lines, steps)
-    np.maximum.at(last, lines, steps)
-    gap = ksteps - 1 - (last - first)
-    same = lines[1:] == lines[:-1]
-    np.maximum.at(gap, lines[1:][same], (steps[1:] - steps[:-1] - 1)[same])
-    return np.bincount(gap[last >= 0], minlength=ksteps)
+    inner = np.zeros(nlines, np.int64)            # longest run of k-steps between two reads in a lifetime
+    for ks in range(ksteps):
+        for row in range(rows):
+            lo = row * pitch + off[ks]
+            for ln in range(lo // line, (lo + size[ks] - 1) // line + 1):
+                if last[ln] < 0:
+                    first[ln] = ks
+                elif last[ln] != ks:
+                    inner[ln] = max(inner[ln], ks - last[ln] - 1)
+                last[ln] = ks
+    counts = np.zeros(ksteps, np.int64)
+    for ln in range(nlines):
+        if last[ln] >= 0:
+            counts[max(ksteps - 1 - (last[ln] - first[ln]), inner[ln])] += 1
+    return counts
 
 
 def line_gaps(layout, C, R, S, K, tn, tk, eb, line) -> np.ndarray:

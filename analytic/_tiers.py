@@ -44,7 +44,7 @@ KERNEL_MODULES = ("analytic._counts", "analytic._groups", "analytic._counts_fpro
                   "analytic._grouped_model",
                   "analytic._common", "analytic._window", "analytic._timeline", "analytic._compulsory",
                   "analytic._issue_order", "analytic._store_only", "analytic._dgrad_places", "analytic._stores",
-                  "analytic._followers", "analytic._dispatch", "analytic.model")
+                  "analytic._followers", "analytic._dispatch", "analytic._filter_gaps", "analytic.model")
 
 MODES = ("auto", "compiled", "interpreted")
 _ENV = "DELTASIM_MODEL_KERNELS"

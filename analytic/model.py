@@ -28,7 +28,7 @@ from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
 from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, filters_in_step, grid_schedule,
                         grid_tiles, l2_classes, refetch_waves, sm_config_summary, tile_m_classes, with_columns)
-from ._dispatch import sm_tables, strided_blocks
+from ._dispatch import dispatch, dy_reread_misses, sm_tables, strided_blocks
 from ._store_only import store_only_rereads
 from ._timeline import lead_share
 from ._issue_order import one_back_tables, relative_valid
@@ -193,7 +193,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     # later ones find their windows read)
     stats = {}
     keys, acc = None, None
-    uniq_sum = 0.0
+    uniq_sum = reread_sum = 0.0
     for geo, subs_of in groups:
         mult = subs_of.shape[0]
         key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
@@ -204,6 +204,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched, counted=False,
                              brep_share=share, followers=False)
         uniq_sum += mult * part.pop("_uniq_a")
+        reread_sum += mult * part.pop("_reread_a")
         # the sub-problems' figures summed key by key in one array (a loop over the ~200 keys of each took 6 %
         # of a strided dgrad prediction, measured; the same sums in the same order)
         if keys is None:
@@ -236,11 +237,19 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
                    + _cdiv(layer.params * eb, LINE) / len(subs))
             reread = (len(subs) - 1) * uniq_dy * l2_miss_prob(gap / cap_lines, float(gpu.l2_ways),
                                                                cliff_params(gpu, f))
+            fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
+        elif len(subs) * tpf * _cdiv(layer.c, kernel.tile_n) > per_wave:
+            # later waves: every re-read of a tile's dy rows on the whole grid's rounds, side by side and by
+            # later waves (`_later_wave_rereads`), the sub-problems' own grids' re-reads by later waves replaced
+            # (67 #86: each sub-problem's grid alone re-read dy once a band of columns, 0.7 x its sectors more a
+            # sub-problem than the whole grid does)
+            reread = _later_wave_rereads(layer, kernel, gpu, f, len(subs), tpf, per_wave, uniq_dy, cap_lines,
+                                         total[Mx.L2_WR_SECTORS] * SEC / LINE)
+            fix = uniq_dy + reread - uniq_sum - reread_sum
         else:
-            reread = (_coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, per_wave)
-                      + _later_wave_rereads(layer, kernel, gpu, f, len(subs), tpf, per_wave, uniq_dy, cap_lines,
-                                            total[Mx.L2_WR_SECTORS] * SEC / LINE))
-        fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
+            reread = _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, per_wave)
+            fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
+        fix = min(fix, total[Mx.L2_RD_HITS + ":A"])
         for key in (Mx.DRAM_RD_SECTORS, Mx.DRAM_RD_SECTORS + ":A", Mx.L2_RD_MISSES, Mx.L2_RD_MISSES + ":A"):
             total[key] = max(0.0, total[key] + fix)
         for key in (Mx.L2_RD_HITS, Mx.L2_RD_HITS + ":A"):
@@ -273,6 +282,40 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     return total
 
 
+def _strided_steps(layer, kernel) -> tuple:
+    """Strided dgrad's sub-problems f (every one of the grid): the steps a block of f takes (0: skipped, its first
+    dx pixel outside dx; nblk taps + 1 where it loads; 1 where no tap reaches its rows and it only stores), its
+    place among the loading ones (-1: store only), and whether every block takes the same steps and loads (the
+    grid runs in lockstep). DESIGN 3a."""
+    (sh, sw), (ph, pw) = layer.stride, layer.pad
+    nblk = _cdiv(layer.k, kernel.tile_k)
+    steps, loading = [], []
+    for f in range(sh * sw):
+        start_r, start_s = divmod(f, sw)
+        skip = _starting_coord(sh, ph, start_r) >= layer.h or _starting_coord(sw, pw, start_s) >= layer.w
+        taps = len(range(start_r, layer.r, sh)) * len(range(start_s, layer.s, sw))
+        steps.append(0 if skip else nblk * taps + 1)
+        loading.append(not skip and taps > 0)
+    lockstep = len(set(steps)) == 1 and all(loading)
+    loading = np.array(loading)
+    place = np.where(loading, np.cumsum(loading) - 1, -1).astype(np.int64)
+    return np.array(steps, np.int64), place, lockstep
+
+
+@memo(256)
+def _strided_dispatch(layer, kernel, sms, cps, tpf) -> tuple:
+    """Strided dgrad's grid block by block (`_dispatch.strided_blocks`: every block that takes a slot, with its
+    loading tile_m, tile_n and steps) and the dispatcher's placement of its first `_DISPATCH_BLOCKS` blocks
+    (`_dispatch.dispatch`: SM, slot, start round)."""
+    steps, place, _lockstep = _strided_steps(layer, kernel)
+    blk_tm, blk_tn, blk_steps = strided_blocks(tpf * layer.stride[0] * layer.stride[1], _cdiv(layer.c, kernel.tile_n),
+                                               kernel.swizzle_log, tpf, steps, place)
+    placed = dispatch(blk_steps, sms, cps, _DISPATCH_BLOCKS)
+    for arr in (blk_tm, blk_tn, blk_steps, placed):
+        arr.setflags(write=False)
+    return blk_tm, blk_tn, blk_steps, placed
+
+
 @memo(256)
 def _dispatch_tables(layer, kernel, sms, cps, tpf) -> tuple:
     """Strided dgrad: where its blocks do not all take the same steps (sub-problems of other tap counts, store-only
@@ -284,22 +327,10 @@ def _dispatch_tables(layer, kernel, sms, cps, tpf) -> tuple:
     store only; 128 blocks on 224 slots): SM 0 holds blocks 0, 56 and 112, all of tile_m 0, whose A reads hit 56 %
     simulated; the loading grid alone put one CTA an SM and predicted none. The dispatch stops after
     `_DISPATCH_BLOCKS` blocks."""
-    (sh, sw), (ph, pw) = layer.stride, layer.pad
-    nblk = _cdiv(layer.k, kernel.tile_k)
-    steps, loading = [], []
-    for f in range(sh * sw):                          # every sub-problem of the grid, skipped ones too (DESIGN 3a)
-        start_r, start_s = divmod(f, sw)
-        skip = _starting_coord(sh, ph, start_r) >= layer.h or _starting_coord(sw, pw, start_s) >= layer.w
-        taps = len(range(start_r, layer.r, sh)) * len(range(start_s, layer.s, sw))
-        steps.append(0 if skip else nblk * taps + 1)
-        loading.append(not skip and taps > 0)
-    if len(set(steps)) == 1 and all(loading):
+    if _strided_steps(layer, kernel)[2]:
         return ()
-    loading = np.array(loading)
-    place = np.where(loading, np.cumsum(loading) - 1, -1).astype(np.int64)
-    blk_tm, blk_tn, blk_steps = strided_blocks(tpf * sh * sw, _cdiv(layer.c, kernel.tile_n), kernel.swizzle_log,
-                                               tpf, np.array(steps, np.int64), place)
-    tab_tm, tab_tn, tab_st, tab_end, held, total = sm_tables(blk_tm, blk_tn, blk_steps, sms, cps, _DISPATCH_BLOCKS)
+    blk_tm, blk_tn, blk_steps, placed = _strided_dispatch(layer, kernel, sms, cps, tpf)
+    tab_tm, tab_tn, tab_st, tab_end, held, total = sm_tables(blk_tm, blk_tn, blk_steps, placed, sms, cps)
     first = int((tab_tm[:sms * cps] >= 0).sum())
     later = (total - first) / (held - first) if held > first else 1.0
     for tab in (tab_tm, tab_tn, tab_st, tab_end):
@@ -378,41 +409,41 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
                          cliff_params(gpu, f), uniq_dy)
 
 
-# places of a strided dgrad sub-problem whose dy reads `_later_wave_rereads` follows through the grid
-_DY_PLACES = 16
+# places of a strided dgrad sub-problem whose dy reads `_later_wave_rereads` follows through the grid (the first
+# `_DY_READERS` reads of each), and the channel blocks of each (evenly spread)
+_DY_PLACES = 8
+_DY_READERS = 32
+_DY_BLOCKS = 2
 
 
 def _later_wave_rereads(layer, kernel, gpu, f, nsub, tpf, per_wave, uniq_dy, cap_lines, store_lines):
     """dy sectors read again from DRAM by a later wave of strided dgrad's grid: the rows of place i
     (a sub-problem's tile i) are read by tile i of every sub-problem of every CTA column, in block order
-    (tile_m fastest over the sub-problems' tiles, bands of 2^swizzle columns). Two consecutive reads in
-    one wave run side by side (`_coresident_rereads`); a read a wave or more after the one before meets
-    g waves of lines between (each wave: the dy rows of its places, its stores, the filters), the
-    engine's cliff. Followed at `_DY_PLACES` places. Seed 4 #65 (3x3 stride 2, four 32-wide columns of
-    four sub-problems' 59 tiles, 2.6 waves): simulated dy DRAM reads 2 x its distinct sectors, where the
+    (tile_m fastest over the sub-problems' tiles, bands of 2^swizzle columns). Between two reads that start
+    in different rounds of the dispatcher (`_strided_dispatch`) the L2 takes the dx tiles stored and the dy
+    rows of the other places read in between, and the filters (`_dispatch.dy_reread_misses`, the engine's
+    cliff). Followed at `_DY_PLACES` places. Seed 4 #65 (3x3 stride 2, four 32-wide columns of four
+    sub-problems' 59 tiles, 2.6 waves): simulated dy DRAM reads 2 x its distinct sectors, where the
     sub-problems' own grids (one wave each) put every column's re-read in step."""
     tiles_n = _cdiv(layer.c, kernel.tile_n)
-    total_m = nsub * tpf
-    ctas = total_m * tiles_n
-    if ctas <= per_wave:
+    if nsub * tpf * tiles_n <= per_wave:
         return 0.0
-    width = 1 << kernel.swizzle_log
     eb, LINE = kernel.elem_bytes, gpu.line_bytes
     dy_lines = _cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
-    w_lines = _cdiv(layer.params * eb, LINE)
-    wave_lines = dy_lines * min(1.0, per_wave / tpf) + store_lines * per_wave / ctas + w_lines
-    ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
+    blk_tm, blk_tn, blk_steps, placed = _strided_dispatch(layer, kernel, gpu.sms, per_wave // gpu.sms, tpf)
     places = min(_DY_PLACES, tpf)
-    i = ((np.arange(places) + 0.5) * tpf / places).astype(np.int64)[:, None]
-    t = np.repeat(np.arange(tiles_n), nsub)[None, :]
-    sub = np.tile(np.arange(nsub), tiles_n)[None, :]
-    band = t // width
-    lanes = np.minimum(width, tiles_n - band * width)
-    waves = np.sort((band * width * total_m + (sub * tpf + i) * lanes + (t - band * width)) // per_wave, axis=1)
-    gaps, counts = np.unique(np.diff(waves, axis=1), return_counts=True)
-    miss = sum(int(n) * l2_miss_prob(int(g) * wave_lines / cap_lines, ways, cliff)
-               for g, n in zip(gaps, counts) if g > 0)
-    return uniq_dy * miss / places
+    nblk = _cdiv(layer.k, kernel.tile_k)
+    # every block that takes a slot stores its dx tile, store-only ones too; a k-step's filter lines: its K / nblk
+    # rows of the column's tile_n channels
+    step_b_lines = layer.k / nblk * lines_per_row(layer.c, kernel.tile_n, eb, layer.r * layer.s * layer.c * eb,
+                                                  layer.stride[1] * layer.c * eb, LINE)
+    miss, pairs = dy_reread_misses(blk_tm, blk_tn, blk_steps, placed, tpf, tiles_n, places, _DY_READERS, nblk,
+                                   min(nblk, _DY_BLOCKS), store_lines / blk_steps.shape[0], dy_lines / tpf / nblk, step_b_lines, cap_lines,
+                                   float(gpu.l2_ways), cliff_params(gpu, f))
+    if pairs == 0:
+        return 0.0
+    # past the dispatch's cap, the read pairs followed stand for the rest
+    return uniq_dy * miss / pairs * (nsub * tiles_n - 1)
 
 
 def _line_blocks(C, tk, eb, line, nhwc) -> int:
@@ -827,6 +858,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         wins, _, _, weight, _ = _follower_windows(*grid, True)
         follow_b = follower_misses(wins, a_step, b_step, weight, miss_b / ctas, cap_lines, l2_ways, cliff)
     dram_a = min(miss_a, uniq_a + reread_a + inner + halo + follow_a)
+    if not timing:
+        # strided dgrad follows its tiles' re-reads by later waves on the whole grid (`_later_wave_rereads`)
+        out_reread_a = dram_a - min(miss_a, uniq_a + inner + halo + follow_a)
     dram_b = min(miss_b, uniq_b + reread_b + follow_b)
     dirty, dram_w = stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)
     out = relabel_loads(assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b,
@@ -835,4 +869,5 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, geo.flops)))
     else:
         out["_uniq_a"] = uniq_a
+        out["_reread_a"] = out_reread_a
     return out

@@ -60,7 +60,7 @@ def test_dispatch_places_blocks_as_the_round_by_round_dispatcher(steps, sms, cps
 def test_tables_hold_each_sms_loading_ctas_in_start_order(steps, load, sms, cps):
     arr = np.array(steps, np.int64)
     tm = np.array([b if load[b] else -1 for b in range(len(steps))], np.int64)
-    tab_tm, tab_tn, tab_st, tab_end, held, total = sm_tables(tm, tm, arr, sms, cps, len(steps))
+    tab_tm, tab_tn, tab_st, tab_end, held, total = sm_tables(tm, tm, arr, dispatch(arr, sms, cps, len(steps)), sms, cps)
     placed = naive_dispatch(steps, sms, cps)
     per_sm = {sm: [b for b, (s, _sl, _r) in enumerate(placed) if s == sm and load[b]] for sm in range(sms)}
     per_wave = sms * cps
