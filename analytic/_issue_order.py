@@ -63,26 +63,31 @@ def row_positions(tm, tk, threads, vector, raked=False) -> np.ndarray:
 
 
 @njit(cache=True)
-def _shift_corrections(dm, pos, cls, ncls, nq):
+def _shift_corrections(dm, pos, pitch, line, sets, ncls, nq):
     """`issue_corrections`' quantiles for a row shift ``dm``: per row m whose reader m + dm is in the
-    tile, (reads of k-step t - 1 after row m + dm in its set class + reads of k-step t before row m in m's
-    class whose pixel that first part did not read - a whole k-step's other reads of m's class) x
-    ``ncls``. The reads "seen" (before row m, in m's class, whose pixel's reader src = x + dm is after
-    row m + dm in its class) are a 2-D dominance count: rows in order of pos, a Fenwick tree over the
-    readers' pos, per class pair. O(T log T)."""
+    tile, (reads of k-step t - 1 after row m + dm in the reused line's set class + reads of k-step t before
+    row m in that class whose pixel that first part did not read - a whole k-step's other reads of the
+    class) x ``ncls``. A row's class is its pixel's line's ((pixel x pitch // line) mod ``sets``): row x
+    reads pixel x at k-step t - 1 and pixel x + dm at t, so its class moves with the pixel (it is row m's
+    at t that is row m + dm's at t - 1; taken as row m's own, a 1.5-line pitch's taps one position on put a
+    quarter of the rows a half k-step further back: 67 #48, fp16 C 96 with half the L1, A hits 70 %
+    predicted, 89 % simulated). The reads "seen" (before row m, in the class, whose pixel's reader
+    src = x + dm is after row m + dm) are a 2-D dominance count: rows in order of pos, a Fenwick tree over the
+    readers' pos, per class. O(T log T)."""
     tm = pos.shape[0]
     lo = max(0, -dm)
     hi = min(tm, tm - dm)
     out = np.zeros(nq, np.float64)
     if dm == 0 or hi <= lo:
         return out
-    sets = 0
+    cls = np.empty(tm, np.int64)                      # the class of row x's read at k-step t - 1 ...
+    cls_t = np.empty(tm, np.int64)                    # ... and at t (its pixel x + dm)
     for x in range(tm):
-        sets = max(sets, cls[x] + 1)
+        cls[x] = (x * pitch // line) % sets
+        cls_t[x] = ((x + dm) * pitch // line) % sets
     npos = 0
     for x in range(tm):
         npos = max(npos, pos[x] + 1)
-    # per row: reads of its class before it and after it (by pos)
     size = np.zeros(sets, np.int64)
     for x in range(tm):
         size[cls[x]] += 1
@@ -95,37 +100,29 @@ def _shift_corrections(dm, pos, cls, ncls, nq):
     for x in range(tm):
         order[start[pos[x]]] = x
         start[pos[x]] += 1
+    # per row: reads of k-step t before it in its class at t, and of k-step t - 1 after it in its class then
+    # (the rows of its own request neither)
     before = np.zeros(tm, np.int64)
     after = np.zeros(tm, np.int64)
-    seen_cls = np.zeros(sets, np.int64)
+    seen_t = np.zeros(sets, np.int64)
+    seen_p = np.zeros(sets, np.int64)
     i = 0
     while i < tm:                                      # groups of equal pos (rows of one warp request)
         j = i
         while j < tm and pos[order[j]] == pos[order[i]]:
             j += 1
         for k in range(i, j):
-            before[order[k]] = seen_cls[cls[order[k]]]
+            before[order[k]] = seen_t[cls_t[order[k]]]
         for k in range(i, j):
-            seen_cls[cls[order[k]]] += 1
-        i = j
-    for x in range(tm):
-        after[x] = size[cls[x]] - before[x] - 1
-    ties = np.zeros(tm, np.int64)
-    i = 0
-    while i < tm:
-        j = i
-        while j < tm and pos[order[j]] == pos[order[i]]:
-            j += 1
+            seen_t[cls_t[order[k]]] += 1
         for k in range(i, j):
-            for k2 in range(i, j):
-                if k2 != k and cls[order[k2]] == cls[order[k]]:
-                    ties[order[k]] += 1
+            seen_p[cls[order[k]]] += 1
+        for k in range(i, j):
+            after[order[k]] = size[cls[order[k]]] - seen_p[cls[order[k]]]
         i = j
-    for x in range(tm):
-        after[x] -= ties[x]
-    # seen[m]: Fenwick trees over the readers' pos, one per (class of x, class of its reader)
+    # seen[m]: a Fenwick tree over the readers' pos, one per class
     seen = np.zeros(tm, np.int64)
-    tree = np.zeros((sets, sets, npos + 1), np.int64)
+    tree = np.zeros((sets, npos + 1), np.int64)
     i = 0
     while i < tm:
         j = i
@@ -136,17 +133,17 @@ def _shift_corrections(dm, pos, cls, ncls, nq):
             first = m + dm
             if m < lo or m >= hi:
                 continue
-            c2 = cls[first]
+            c = cls_t[m]
             # count inserted with reader pos > pos[first]: total - prefix(pos[first])
             p = pos[first] + 1
             below = 0
             while p > 0:
-                below += tree[cls[m], c2, p]
+                below += tree[c, p]
                 p -= p & (-p)
             p = npos
             total = 0
             while p > 0:
-                total += tree[cls[m], c2, p]
+                total += tree[c, p]
                 p -= p & (-p)
             seen[m] = total - below
         for k in range(i, j):                          # insert this request's rows
@@ -155,12 +152,12 @@ def _shift_corrections(dm, pos, cls, ncls, nq):
             if 0 <= src < tm:
                 p = pos[src] + 1
                 while p <= npos:
-                    tree[cls[x], cls[src], p] += 1
+                    tree[cls_t[x], p] += 1
                     p += p & (-p)
         i = j
     corr = np.empty(hi - lo, np.float64)
     for m in range(lo, hi):
-        whole = size[cls[m]] - 1
+        whole = size[cls[m + dm]] - 1
         corr[m - lo] = (after[m + dm] + before[m] - seen[m] - whole) * ncls
     corr.sort()
     n = corr.shape[0]
@@ -183,7 +180,7 @@ def _row_shift(t, RS, S, reverse, sh, sw, dh, dw, Q):
 
 
 @njit(cache=True)
-def _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, cls, ncls, nq):
+def _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, pitch, line, sets, ncls, nq):
     """`issue_corrections` compiled: per filter position, the quantiles of its row shift from the
     position before (each distinct shift computed once)."""
     RS = R * S
@@ -201,7 +198,7 @@ def _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, cls, ncls, nq):
         if done > 0:
             out[t] = out[done]
         else:
-            out[t] = _shift_corrections(dm, pos, cls, ncls, nq)
+            out[t] = _shift_corrections(dm, pos, pitch, line, sets, ncls, nq)
     return out
 
 
@@ -235,9 +232,8 @@ def _issue_table(R, S, reverse, sh, sw, dh, dw, Q, pitch, tm, tk, threads, vecto
         # a request's sectors are looked up in ascending address order (DESIGN section 3), so its rows
         # (each its own lines where a pixel fills one) come one after another: ranked by row within it
         pos = request_order(pos)
-    cls = (np.arange(tm) * pitch // line) % sets
-    ncls = float(len(np.unique(cls)))
-    out = _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, cls, ncls, NQ)
+    ncls = float(len(np.unique((np.arange(tm) * pitch // line) % sets)))
+    out = _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, pitch, line, sets, ncls, NQ)
     out.setflags(write=False)
     return out
 

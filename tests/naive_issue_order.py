@@ -42,27 +42,33 @@ def raked_issue_order(tm, tk, threads, vector):
     return pos
 
 
-def window_corrections(dm, pos, cls):
-    """Per tile row m whose earlier reader m + dm is in the tile: the distinct lines of m's set class read
-    between the two reads (k-step t - 1 after row m + dm, k-step t before row m, a pixel counted once:
-    row x of k-step t reads what row x + dm read in k-step t - 1), less a whole k-step's other reads of the
-    class, times the number of classes."""
+def window_corrections(dm, pos, pitch, sets, line=128):
+    """Per tile row m whose earlier reader m + dm is in the tile: the distinct lines of the reused line's set
+    class read between the two reads (k-step t - 1 after row m + dm, k-step t before row m, a pixel counted
+    once: row x of k-step t reads what row x + dm read in k-step t - 1), less a whole k-step's other reads of
+    the class, times the number of classes. A read's class is its pixel's line's: pixel y at y pitch bytes,
+    (y pitch // line) mod sets."""
     tm = len(pos)
-    ncls = len(set(cls))
+
+    def cls(y):
+        return (y * pitch // line) % sets
+
+    ncls = len({cls(x) for x in range(tm)})
     out = []
     for m in range(tm):
         first = m + dm
         if not 0 <= first < tm:
             continue
+        c = cls(first)
         pixels = set()
         for x in range(tm):                          # k-step t - 1: row x reads pixel x
-            if cls[x] == cls[first] and pos[x] > pos[first]:
+            if cls(x) == c and pos[x] > pos[first]:
                 pixels.add(x)
         for x in range(tm):                          # k-step t: row x reads pixel x + dm (a new one if outside)
-            if cls[x] == cls[m] and pos[x] < pos[m]:
-                src = x + dm
-                pixels.add(src if 0 <= src < tm and cls[src] == cls[first] else ("new", x))
-        whole = sum(1 for x in range(tm) if cls[x] == cls[m] and x != m)
+            src = x + dm
+            if cls(src) == c and pos[x] < pos[m]:
+                pixels.add(src if 0 <= src < tm else ("new", x))
+        whole = sum(1 for x in range(tm) if cls(x) == c and x != first)
         out.append((len(pixels) - whole) * ncls)
     return out
 

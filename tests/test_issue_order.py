@@ -55,8 +55,8 @@ def test_shift_corrections_count_the_window_row_by_row(tm, tk, vector, threads, 
     dm = data.draw(st.integers(-tm, tm))
     pos = row_positions(tm, tk, threads, vector)
     cls = (np.arange(tm) * pitch // 128) % sets
-    got = _shift_corrections(dm, pos, cls, float(len(set(cls.tolist()))), NQ)
-    values = naive.window_corrections(dm, pos.tolist(), cls.tolist())
+    got = _shift_corrections(dm, pos, pitch, 128, sets, float(len(set(cls.tolist()))), NQ)
+    values = naive.window_corrections(dm, pos.tolist(), pitch, sets)
     want = naive.quantiles(values, NQ) if values and dm else [0.0] * NQ
     assert got.tolist() == pytest.approx(want)
 
@@ -84,7 +84,8 @@ def test_issue_corrections_take_each_positions_row_shift(r, s, sh, sw, dh, dw, q
             assert got[t].tolist() == [0.0] * NQ
         else:
             dm = (r1 - r0) * dh // sh * q + (s1 - s0) * dw // sw
-            assert got[t].tolist() == _shift_corrections(dm, pos, cls, float(len(set(cls.tolist()))), NQ).tolist()
+            assert got[t].tolist() == _shift_corrections(dm, pos, sw * c * 4, 128, 4, float(len(set(cls.tolist()))),
+                                                         NQ).tolist()
 
 
 def test_request_order_by_hand():
@@ -110,8 +111,7 @@ def test_shift_corrections_hand_case():
     # lines wide, so a row's set class is its parity. A pixel read one filter row back by the row 25 on:
     # between the two reads, the class's rows after m + 25 and before m, 63 - 12 = 51 of its 64 (not 63)
     pos = row_positions(128, 32, 64, 1)
-    cls = (np.arange(128) * 256 // 128) % 4
-    got = _shift_corrections(25, pos, cls, 2.0, NQ)
+    got = _shift_corrections(25, pos, 256, 128, 4, 2.0, NQ)
     assert set(got.tolist()) <= {-26.0, -24.0}
 
 
@@ -209,3 +209,16 @@ def test_tensor_op_one_position_back_against_simulation():
     assert sim[hits] < 0.2 * sim[sectors]
     assert pred[hits] == pytest.approx(sim[hits], abs=0.05 * sim[sectors])
 
+
+
+def test_a_rows_class_moves_with_its_pixel_against_simulation():
+    # seed 67 #48's layer and kernel: fp16 C 96, 192-byte pixels (1.5 lines), 5x5, 128-row tiles of two warps of
+    # two rows a request, on an h100 with half its L1 (4 sets of 56 ways). Row m re-reads at the next tap what
+    # row m + 1 read: the same line, so its set is row m + 1's. Taken as row m's own, a quarter of the rows
+    # counted half a k-step more between (A hits 70 % predicted, 89 % simulated)
+    layer = ConvLayer(n=1, c=96, h=53, w=45, k=48, r=5, s=5, pad=2, name="p")
+    kernel = KernelConfig(tile_m=128, tile_n=128, tile_k=16, threads=64, dtype="fp16", swizzle_log=3)
+    gpu = simcore.scale_gpu(simcore.gpu("h100"), {"l2_bytes": 4.0, "l1_smem_bytes": 0.5})
+    sim, pred = _a_hits(layer, gpu, kernel)
+    assert sim > 0.85 * traces.simulate_layer(layer, gpu, kernel)[Mx.L1_LD_SECTORS + ":A"]
+    assert pred == pytest.approx(sim, rel=0.03)
