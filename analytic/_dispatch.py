@@ -22,7 +22,7 @@ from ._schedule import tile_of
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel modules it calls
 # into (`_schedule`, `_l2`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "f9c41760fd38f829"
+_JIT_DEPS_SHA256 = "8be50fbdfa6e393f"
 
 
 @njit(cache=True)

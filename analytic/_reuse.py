@@ -618,6 +618,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         pna = cfg[ci, 11]
         pnb = cfg[ci, 12]
         back_a = cfg[ci, 14]
+        back_b = cfg[ci, 22]
         # the share of a BREP CTA's filter sectors its earlier slot reads at the same round: the row's own
         # (strided dgrad, CFG_BREP_SHARE; else 1) times ``brep_share``
         bshare = cfg[ci, 20] * brep_share
@@ -750,7 +751,16 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                             h_prev = max(h_prev, _life_hit(na * a_one * held, nb * b_one * held + rnd,
                                                            pna * a_one * held, pnb * b_one * held + rnd, span,
                                                            ns_life * ways, 1.0, 1.0))
-                        hb += (1.0 - hb) * h_prev
+                    elif back_b > 0.5:
+                        # the SM ran a CTA of this tile_n 2 .. 4 waves ago (BACK_B), not one ago: its slice is found
+                        # where that many lifetimes of the SM's lines fit the L1, as BACK_A's tiles (67 #52: 198
+                        # SMs, one CTA each, four columns a band: an SM's column alternates wave by wave; its slice
+                        # two waves back hits 96 % simulated)
+                        a_one = rows_distinct * (T / M) * lpm_a
+                        b_one = min(ksteps * lines_b, slice_b)
+                        h_prev = _life_hit(na * a_one * back_b, nb * b_one * back_b, pna * a_one * back_b,
+                                           pnb * b_one * back_b, span, ns_life * ways, lo, hi)
+                    hb += (1.0 - hb) * h_prev
                     if not brep:
                         fm_acc += wm * wn * (1.0 - h_prev)
                         fm_w += wm * wn

@@ -86,9 +86,9 @@ def column_ranges(first, count, tiles_m, tiles_n, swz):
 # columns of sm_configs' rows
 (CFG_WEIGHT, CFG_K, CFG_NA, CFG_NB, CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_GAPA,
  CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_ASHARE, CFG_BACK_A, CFG_NA_EXTRA, CFG_COVER_A, CFG_COVER_S,
- CFG_COVER_MORE, CFG_BACK_MORE, CFG_BREP_SHARE, CFG_SUB) = range(22)
-_CFG_COLS = 22
-# waves back that a CTA's tile_m is looked for on its SM (CFG_BACK_A)
+ CFG_COVER_MORE, CFG_BACK_MORE, CFG_BREP_SHARE, CFG_SUB, CFG_BACK_B) = range(23)
+_CFG_COLS = 23
+# waves back that a CTA's tile_m (CFG_BACK_A) and tile_n (CFG_BACK_B) are looked for on its SM
 BACK_WAVES = 4
 # waves back that strided dgrad's earlier CTAs on the SM are followed (`_strided_covers`): 64 #80 (a sub-problem
 # every 1.4 waves, an L1 that keeps all) fetches 14 % more than it does over 4, exactly it over 8 (scratch count)
@@ -265,17 +265,22 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
                 if apq is None and tm_[s2] == tm_[s]:
                     pa = 1.0
                     cover = 1.0
-        if apq is None and pa == 0.0:
-            # the nearest earlier wave (2 .. BACK_WAVES back) whose CTA on this SM had this tile_m
+        backb = 0.0
+        if apq is None and (pa == 0.0 or pb == 0.0):
+            # the nearest earlier wave (2 .. BACK_WAVES back) whose CTA on this SM had this tile_m, and the one
+            # with this tile_n (67 #52: 198 SMs, one CTA each, four columns a band: an SM's column alternates
+            # wave by wave, and its filter slice of two waves back is in the L1, B hits 96 % simulated)
             for g in range(2, BACK_WAVES + 1):
-                if w - g < 0 or back > 0.0:
+                if w - g < 0 or ((back > 0.0 or pa > 0.0) and (backb > 0.0 or pb > 0.0)):
                     break
                 gbase = (w - g) * per_wave + sm
                 for s2 in range(cps):
-                    gtm, _gtn = tile_of(gbase + s2 * sms, tiles_m, tiles_n, swz)
-                    if gtm == tm_[s]:
+                    gtm, gtn = tile_of(gbase + s2 * sms, tiles_m, tiles_n, swz)
+                    if pa == 0.0 and back == 0.0 and gtm == tm_[s]:
                         back = float(g)
                         cover = 1.0
+                    if pb == 0.0 and backb == 0.0 and gtn == tn_[s]:
+                        backb = float(g)
         cov_s = 0.0
         more = 0.0
         back2 = 0.0
@@ -298,6 +303,7 @@ def _sm_slots(w, sm, ctas, per_wave, sms, cps, tiles_m, tiles_n, swz, tm_, tn_, 
         cfg[s, CFG_PREV_NB] = pnb
         cfg[s, CFG_ASHARE] = ashare
         cfg[s, CFG_BACK_A] = back
+        cfg[s, CFG_BACK_B] = backb
         cfg[s, CFG_COVER_A] = cover
         cfg[s, CFG_COVER_S] = _eighths(cov_s)
         cfg[s, CFG_COVER_MORE] = more
@@ -397,7 +403,7 @@ def _config_key(cfg, s, base):
     """Two integers naming slot s's columns 1.. of ``cfg`` but CFG_SUB: its counts (below ``base``) and flags, then
     its shares in eighths (one integer overflowed at 32 CTAs an SM)."""
     key = 0
-    for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_BACK_A):
+    for c in (CFG_K, CFG_NA, CFG_NB, CFG_GAPA, CFG_GAPB, CFG_PREV_NA, CFG_PREV_NB, CFG_BACK_A, CFG_BACK_B):
         key = key * base + int(cfg[s, c])
     for c in (CFG_AREP, CFG_BREP, CFG_PREV, CFG_PREV_A, CFG_PREV_B, CFG_ASHARE):
         key = key * 2 + int(cfg[s, c])

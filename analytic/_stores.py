@@ -15,7 +15,7 @@ __all__ = ["stores_in_l2", "write_side", "row_lines", "wave_store_lines"]
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from _schedule.py:
 # tests/test_jit_deps.py checks this digest of it, so no stale compiled kernel survives an edit.
-_JIT_DEPS_SHA256 = "4cec8599dc2b0051"
+_JIT_DEPS_SHA256 = "4f81bf00af2fe07f"
 
 #: full waves sampled by `wave_store_lines`
 STORE_WAVES = 32

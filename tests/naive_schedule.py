@@ -48,14 +48,16 @@ def _dispatch(tiles_m, tiles_n, swz, sms, cps):
 
 def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
     """Sorted list of per-CTA tuples (k, na, nb, arep, brep, prev, prev_a, prev_b, gap_a, gap_b, prev_na,
-    prev_nb, ashare, back_a, na_extra, cover_a, cover_s, cover_more, back_more, brep_share, sub): gap_x is the slot distance to the nearest earlier slot of the SM with the same tile (0
+    prev_nb, ashare, back_a, na_extra, cover_a, cover_s, cover_more, back_more, brep_share, sub, back_b): gap_x is the slot
+    distance to the nearest earlier slot of the SM with the same tile (0
     if none), prev_nx the distinct tiles of the SM's CTAs in the previous wave (0 if none); ashare (another
     tile of an earlier slot's A window: strided dgrad's sub-problems only) is 0; back_a the nearest wave 2 ..
     BACK_WAVES back whose CTAs on the SM had this tile_m, where the previous wave's had not (0 if none);
     na_extra (the A windows of out-of-step tiles of one place: strided dgrad only) is 0; cover_a (the share of
     the tile's A window that the earlier CTA of prev_a or back_a read) is 1 where either is set (the same tile),
     else 0; cover_s, cover_more and back_more (strided dgrad's shares of the window that earlier slots and waves
-    read) are 0, brep_share (a BREP row's share of filter sectors) 1, and sub (its sub-problem) 0."""
+    read) are 0, brep_share (a BREP row's share of filter sectors) 1, sub (its sub-problem) 0, and back_b the
+    nearest wave 2 .. BACK_WAVES back whose CTAs on the SM had this tile_n, where the previous wave's had not."""
     waves = _dispatch(tiles_m, tiles_n, swz, sms, cps)
     rows = []
     for w, slots in enumerate(waves):
@@ -75,13 +77,19 @@ def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
                         if w - g >= 0 and any(t[0] == tm for t in waves[w - g][sm]):
                             back = float(g)
                             break
+                back_b = 0.0
+                if not any(t[1] == tn for t in prev):
+                    for g in range(2, BACK_WAVES + 1):
+                        if w - g >= 0 and any(t[1] == tn for t in waves[w - g][sm]):
+                            back_b = float(g)
+                            break
                 same_m = [s - j for j in range(s) if tiles[j][0] == tm]
                 same_n = [s - j for j in range(s) if tiles[j][1] == tn]
                 rows.append((k, na, nb, float(bool(same_m)), float(bool(same_n)), float(w > 0),
                              float(any(t[0] == tm for t in prev)), float(any(t[1] == tn for t in prev)),
                              float(min(same_m, default=0)), float(min(same_n, default=0)), float(pna),
                              float(pnb), 0.0, back, 0.0,
-                             float(back > 0.0 or any(t[0] == tm for t in prev)), 0.0, 0.0, 0.0, 1.0, 0.0))
+                             float(back > 0.0 or any(t[0] == tm for t in prev)), 0.0, 0.0, 0.0, 1.0, 0.0, back_b))
     return sorted(rows)
 
 

@@ -193,3 +193,19 @@ def test_dgrad_one_column_rereads_the_next_positions_sectors():
     assert sim[key] > 0.2 * sim[f"{M.L1_LD_SECTORS}:B"]
     assert abs(pred[key] - sim[key]) <= 0.02 * sim[key]
     assert abs(pred[L2] - sim[L2]) <= 0.08 * sim[L2]
+
+
+def test_a_slice_two_waves_back_is_found_against_simulation():
+    # 67 #52's kernel (nchw fp16 3x3 C 48, 64 filters of 864 bytes a CTA, swizzle 2: four columns a band) on 198
+    # SMs of one CTA each: SM s runs blocks s + 198 w, so its column alternates wave by wave (198 = 2 mod 4) and
+    # the slice it read two waves back (55 KB) is still in its 256 KB L1. With the previous wave's alone
+    # (PREV_B), no B hit was predicted; simulated 39 %
+    layer = traces.ConvLayer(n=4, c=48, h=72, w=72, k=1024, r=3, s=3, pad=1, name="b")
+    kernel = traces.KernelConfig(tile_m=128, tile_n=64, tile_k=32, threads=256, dtype="fp16", layout="nchw",
+                                 swizzle_log=2, ctas_per_sm=1)
+    gpu = simcore.scale_gpu(simcore.gpu("h100"), {"sms": 1.5})
+    sim = traces.simulate_layer(layer, gpu, kernel)
+    pred = analytic.predict_layer(layer, gpu, kernel)
+    key = M.L1_LD_HITS + ":B"
+    assert sim[key] > 0.3 * sim[M.L1_LD_SECTORS + ":B"]
+    assert pred[key] == pytest.approx(sim[key], rel=0.03)
