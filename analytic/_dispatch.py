@@ -19,10 +19,11 @@ from simcore._jit import njit
 
 from ._l2 import l2_miss_prob
 from ._schedule import tile_of
+from ._timeline import _union
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel modules it calls
-# into (`_schedule`, `_l2`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "8be50fbdfa6e393f"
+# into (`_schedule`, `_l2`, `_timeline`; tests/test_jit_deps.py) changes this file with it
+_JIT_DEPS_SHA256 = "1986b8a92aabb1b1"
 
 
 @njit(cache=True)
@@ -166,26 +167,17 @@ def _merge_down(tag_of, lo_of, key, tag, lo, hi) -> int:
 
 @njit(cache=True)
 def _place_units(head, nxt, los, his, touched, ntouched, buf_lo, buf_hi) -> int:
-    """Channel blocks in the union of each touched place's ranges (a linked list a place: ``head``, ``nxt``),
-    each place's few ranges sorted by start (insertion) and merged."""
+    """Channel blocks in the union of each touched place's ranges [lo, hi] (a linked list a place: ``head``,
+    ``nxt``): each place's few ranges gathered, then `_timeline._union`."""
     total = 0
     for t in range(ntouched):
         n = 0
         r = head[touched[t]]
         while r >= 0:
-            lo, hi = los[r], his[r]
-            j = n - 1
-            while j >= 0 and buf_lo[j] > lo:
-                buf_lo[j + 1], buf_hi[j + 1] = buf_lo[j], buf_hi[j]
-                j -= 1
-            buf_lo[j + 1], buf_hi[j + 1] = lo, hi
+            buf_lo[n], buf_hi[n] = los[r], his[r] + 1
             n += 1
             r = nxt[r]
-        end = -1
-        for j in range(n):
-            if buf_hi[j] > end:
-                total += buf_hi[j] - max(buf_lo[j], end + 1) + 1
-                end = buf_hi[j]
+        total += _union(buf_lo, buf_hi, n)
     return total
 
 

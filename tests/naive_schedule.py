@@ -46,6 +46,17 @@ def _dispatch(tiles_m, tiles_n, swz, sms, cps):
     return waves
 
 
+def _nearest_back(waves, w, sm, axis, tile):
+    """The nearest wave 2 .. BACK_WAVES back whose CTAs on SM ``sm`` had ``tile`` (``axis`` 0: tile_m, 1:
+    tile_n), where the previous wave's had not; 0 if none."""
+    if w > 0 and any(t[axis] == tile for t in waves[w - 1][sm]):
+        return 0.0
+    for g in range(2, BACK_WAVES + 1):
+        if w - g >= 0 and any(t[axis] == tile for t in waves[w - g][sm]):
+            return float(g)
+    return 0.0
+
+
 def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
     """Sorted list of per-CTA tuples (k, na, nb, arep, brep, prev, prev_a, prev_b, gap_a, gap_b, prev_na,
     prev_nb, ashare, back_a, na_extra, cover_a, cover_s, cover_more, back_more, brep_share, sub, back_b): gap_x is the slot
@@ -71,18 +82,8 @@ def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
             prev = waves[w - 1][sm] if w > 0 else []
             pna, pnb = len({t[0] for t in prev}), len({t[1] for t in prev})
             for s, (tm, tn) in enumerate(tiles):
-                back = 0.0
-                if not any(t[0] == tm for t in prev):
-                    for g in range(2, BACK_WAVES + 1):
-                        if w - g >= 0 and any(t[0] == tm for t in waves[w - g][sm]):
-                            back = float(g)
-                            break
-                back_b = 0.0
-                if not any(t[1] == tn for t in prev):
-                    for g in range(2, BACK_WAVES + 1):
-                        if w - g >= 0 and any(t[1] == tn for t in waves[w - g][sm]):
-                            back_b = float(g)
-                            break
+                back = _nearest_back(waves, w, sm, 0, tm)
+                back_b = _nearest_back(waves, w, sm, 1, tn)
                 same_m = [s - j for j in range(s) if tiles[j][0] == tm]
                 same_n = [s - j for j in range(s) if tiles[j][1] == tn]
                 rows.append((k, na, nb, float(bool(same_m)), float(bool(same_n)), float(w > 0),

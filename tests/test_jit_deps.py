@@ -34,7 +34,7 @@ JIT_DEPENDENCIES = {
     "analytic._store_only": ["analytic/_l2.py", "analytic/_timeline.py"],
     "analytic._schedule": ["analytic/_dgrad_places.py"],
     "analytic._stores": ["analytic/_schedule.py"],
-    "analytic._dispatch": ["analytic/_l2.py", "analytic/_schedule.py"],
+    "analytic._dispatch": ["analytic/_l2.py", "analytic/_schedule.py", "analytic/_timeline.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)
 CONSTANT_MODULES = {"traces/_layout.py"}
