@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import analytic
-import traces
 from analytic._dispatch import dispatch, dy_reread_misses, strided_blocks
 from analytic._l2 import l2_miss_prob
 
@@ -104,10 +102,6 @@ def test_a_later_column_after_a_whole_wave_of_stores_misses():
 ])
 def test_dy_dram_reads_against_simulation(case, before, tolerance):
     from simcore import metrics as M
-    from validation.random_cases import random_case
-    c = random_case(*case)
-    f = analytic.ReuseFactors.load("validation/data/factors.json")
-    sim = traces.simulate_layer(c.layer, c.gpu, c.kernel)
-    pred = analytic.predict_layer(c.layer, c.gpu, c.kernel, f)
-    err = (pred[M.DRAM_RD_SECTORS] - sim[M.DRAM_RD_SECTORS]) / sim[M.DRAM_RD_SECTORS]
+    from tests.random_case_error import relative_error
+    err = relative_error(case, M.DRAM_RD_SECTORS)
     assert abs(err) <= tolerance < before

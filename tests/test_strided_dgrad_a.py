@@ -234,10 +234,6 @@ def test_window_union_and_layers_count_the_pixels_earlier_tiles_read(h, w, r, st
 ])
 def test_earlier_waves_windows_against_simulation(case, before, tolerance):
     from simcore import metrics as M
-    from validation.random_cases import random_case
-    c = random_case(*case)
-    f = analytic.ReuseFactors.load("validation/data/factors.json")
-    sim = traces.simulate_layer(c.layer, c.gpu, c.kernel)
-    pred = analytic.predict_layer(c.layer, c.gpu, c.kernel, f)
-    err = (pred[M.L2_RD_SECTORS] - sim[M.L2_RD_SECTORS]) / sim[M.L2_RD_SECTORS]
+    from tests.random_case_error import relative_error
+    err = relative_error(case, M.L2_RD_SECTORS)
     assert abs(err) <= tolerance < before
