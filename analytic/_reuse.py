@@ -535,26 +535,26 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
-               b_ratio, a_rounds, b_gaps, l2_scale=1.0, brep_share=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False):
+               b_ratio, a_rounds, b_gaps, l2_scale=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
-    BACK_A: a CTA of this tile_m ran on the SM 2 .. 4 waves back, PREV: the SM ran CTAs in the previous wave,
-    PREV_A / PREV_B: one of them had this CTA's tile_m / tile_n; COVER_A: the share of the tile's window the
-    CTAs of PREV_A / BACK_A read; strided dgrad: COVER_S, the share its earlier slots read, and COVER_MORE, the
-    share waves BACK_MORE back read, `_schedule._strided_covers`) and tile classes: ``mcls`` (rows, weight) along GEMM-M,
-    ``ncls`` (B lines per round, weight, B slice lines) along GEMM-N; ``b_lines_avg`` / ``b_slice_avg``
-    are their averages.
+    BACK_A / BACK_B: a CTA of this tile_m / tile_n ran on the SM 2 .. 4 waves back, PREV: the SM ran CTAs in the
+    previous wave, PREV_A / PREV_B: one of them had this CTA's tile_m / tile_n; COVER_A: the share of the tile's
+    window the CTAs of PREV_A / BACK_A read; strided dgrad: COVER_S, the share its earlier slots read, and
+    COVER_MORE, the share waves BACK_MORE back read, `_schedule._strided_covers`) and tile classes: ``mcls``
+    (rows, weight) along GEMM-M, ``ncls`` (B lines per round, weight, B slice lines) along GEMM-N;
+    ``b_lines_avg`` / ``b_slice_avg`` are their averages.
 
     Returns (fraction of A row accesses that miss L1, fraction of B lookups that hit, fraction of A
     row accesses whose within-CTA reuse misses L1 and L2, summed over the classes of waves of ``l2cls``
     with their weights: `_schedule.l2_classes`; the share of the filter slices that first holders, CTAs
     no earlier slot shares filters with, read from L2: all of them but where the SM's previous wave
     left the slice in the L1, `_life_hit`). ``l2_scale``: the GPU's A lines a row in the L2 window
-    over ``lpr_a`` (a channel block's own lines in the L1's: `model._block_classes`). ``brep_share``: the
-    share of a BREP CTA's filter sectors its earlier slot read at the same round, times each row's own
-    (strided dgrad: CFG_BREP_SHARE, column 20, `_geometry.dgrad_step_overlap` of its pair; the rest as a CTA
-    without one). ``b_hold``: the share of a lifetime over
+    over ``lpr_a`` (a channel block's own lines in the L1's: `model._block_classes`). A BREP row's share of
+    filter sectors its earlier slot read at the same round is its CFG_BREP_SHARE (column 20; strided dgrad,
+    `_geometry.dgrad_step_overlap` of its pair; else 1), the rest as a CTA without one. ``b_hold``: the share
+    of a lifetime over
     which a filter line keeps being read, ``b_gap`` k-steps at most between two reads
     (`_geometry.b_line_hold`); where the line outlives those gaps, the previous wave's CTA left it that
     much less than a lifetime before. ``nmax_b``: the sets A's lines of a round spread over in B's windows
@@ -619,9 +619,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
         pnb = cfg[ci, 12]
         back_a = cfg[ci, 14]
         back_b = cfg[ci, 22]
-        # the share of a BREP CTA's filter sectors its earlier slot reads at the same round: the row's own
-        # (strided dgrad, CFG_BREP_SHARE; else 1) times ``brep_share``
-        bshare = cfg[ci, 20] * brep_share
+        # the share of a BREP CTA's filter sectors its earlier slot reads at the same round (strided dgrad,
+        # CFG_BREP_SHARE; else 1)
+        bshare = cfg[ci, 20]
         wsum += wgt
         ma = 0.0
         ma2 = 0.0
@@ -691,7 +691,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                 hb = hb_rep
                 if not brep or bshare < 1.0:
                     # the filter sectors no earlier slot read at this round (strided dgrad: the slot's
-                    # sub-problem reads other taps, `brep_share`)
+                    # sub-problem reads other taps, CFG_BREP_SHARE)
                     lines_a = rows_total / RS * (T / M) * lpr_a
                     # a round back: the lines read since the last CTA sharing the slice (k / nb of the k
                     # CTAs, in slot order) read it, the other CTAs' and this one's own before the line

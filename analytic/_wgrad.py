@@ -23,7 +23,7 @@ from ._schedule import GAP_MAX, WAVE_SAMPLES, sample_index, tile_of, wave_stats
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py, _l2.py and _schedule.py (and _wgrad calls _counts_grouped). tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "4faea67a18209de3"
+_JIT_DEPS_SHA256 = "260905c466851429"
 
 __all__ = ["pixel_reuse"]
 

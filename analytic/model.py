@@ -26,8 +26,8 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
-from ._schedule import (BACK_WAVES, CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, filters_in_step, grid_schedule,
-                        grid_tiles, l2_classes, refetch_waves, sm_config_summary, tile_m_classes, with_columns)
+from ._schedule import (CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, filters_in_step, grid_schedule, l2_classes,
+                        refetch_waves, sm_config_summary, tile_m_classes, with_columns)
 from ._dispatch import dispatch, dy_reread_misses, sm_tables, strided_blocks
 from ._store_only import store_only_rereads
 from ._timeline import lead_share
@@ -136,7 +136,8 @@ def _filter_sectors_read(layer, kernel, sec) -> float:
     if read.all():
         return float(_cdiv(layer.params * eb, sec))
     first = ((np.arange(layer.k)[:, None] * layer.r * layer.s + np.flatnonzero(read)[None, :]) * layer.c * eb).ravel()
-    spans = np.concatenate([np.arange(f // sec, (f + layer.c * eb - 1) // sec + 1) for f in first]) if first.size else []
+    spans = [np.arange(f // sec, (f + layer.c * eb - 1) // sec + 1) for f in first]
+    spans = np.concatenate(spans) if spans else []
     return float(np.unique(spans).size)
 
 
@@ -187,7 +188,6 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     cfg = sm_config_summary(tpf * bcls.shape[0], _cdiv(layer.c, kernel.tile_n), swz, gpu.sms, cps, SM_SAMPLES,
                             tpf, bcls, *dgrad_a_shifts(layer, kernel, gpu.line_bytes), *tables, overlap)
     cfg = filters_in_step(cfg, _lockstep_share(layer, kernel, gpu, machine, tpf))
-    share = 1.0
     # each group of alike sub-problems sees its own CTAs' configurations (CFG_SUB): their windows differ (2 x 2
     # taps against 1), and so does where they run (seed 9 #65: the first sub-problem's tiles lead their SMs, the
     # later ones find their windows read)
@@ -202,7 +202,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         mine = np.isin(cfg[:, CFG_SUB], subs_of)
         sched = {key: (cfg[mine] if mine.any() else cfg, stats[key])}
         part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched, counted=False,
-                             brep_share=share, followers=False)
+                             followers=False)
         uniq_sum += mult * part.pop("_uniq_a")
         reread_sum += mult * part.pop("_reread_a")
         # the sub-problems' figures summed key by key in one array (a loop over the ~200 keys of each took 6 %
@@ -438,8 +438,8 @@ def _later_wave_rereads(layer, kernel, gpu, f, nsub, tpf, per_wave, uniq_dy, cap
     step_b_lines = layer.k / nblk * lines_per_row(layer.c, kernel.tile_n, eb, layer.r * layer.s * layer.c * eb,
                                                   layer.stride[1] * layer.c * eb, LINE)
     miss, pairs = dy_reread_misses(blk_tm, blk_tn, blk_steps, placed, tpf, tiles_n, places, _DY_READERS, nblk,
-                                   min(nblk, _DY_BLOCKS), store_lines / blk_steps.shape[0], dy_lines / tpf / nblk, step_b_lines, cap_lines,
-                                   float(gpu.l2_ways), cliff_params(gpu, f))
+                                   min(nblk, _DY_BLOCKS), store_lines / blk_steps.shape[0], dy_lines / tpf / nblk,
+                                   step_b_lines, cap_lines, float(gpu.l2_ways), cliff_params(gpu, f))
     if pairs == 0:
         return 0.0
     # past the dispatch's cap, the read pairs followed stand for the rest
@@ -594,8 +594,7 @@ def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, lin
     return ctas_wave * (c_full - c_lines), ctas_wave * (c_last - c_full), 1.0 / (nbands - 1), ncols / tiles_n
 
 
-def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True, brep_share=1.0,
-                  followers=True):
+def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True, followers=True):
     """Every metric of the dense GEMM ``geo``. ``counted``: judge the reuses one filter position back on
     their counted windows (`_issue_order`); strided dgrad's sub-problems do not: measured, their counted
     windows put seed 1 #292 at +28.7 % and seed 4 #70 at 11.9 % (MODEL.md section 9), their co-resident
@@ -777,7 +776,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                 float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
                 float(ns_life), bfrac, l2cls,
                 l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, a_rounds, b_gaps, lpr_a / lpr_k,
-                brep_share, b_hold, b_gap, cross, b_visits)
+                b_hold, b_gap, cross, b_visits)
             m1, hb, m2, fm = m1 + share * r[0], hb + share * r[1], m2 + share * r[2], fm + share * r[3]
             o1 += share * r[4]
         miss_frac_a += sec_w * m1
@@ -858,9 +857,6 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         wins, _, _, weight, _ = _follower_windows(*grid, True)
         follow_b = follower_misses(wins, a_step, b_step, weight, miss_b / ctas, cap_lines, l2_ways, cliff)
     dram_a = min(miss_a, uniq_a + reread_a + inner + halo + follow_a)
-    if not timing:
-        # strided dgrad follows its tiles' re-reads by later waves on the whole grid (`_later_wave_rereads`)
-        out_reread_a = dram_a - min(miss_a, uniq_a + inner + halo + follow_a)
     dram_b = min(miss_b, uniq_b + reread_b + follow_b)
     dirty, dram_w = stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)
     out = relabel_loads(assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b,
@@ -869,5 +865,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, geo.flops)))
     else:
         out["_uniq_a"] = uniq_a
-        out["_reread_a"] = out_reread_a
+        # the later waves' re-reads of A in dram_a: strided dgrad follows them on the whole grid instead
+        # (`_later_wave_rereads`)
+        out["_reread_a"] = dram_a - min(miss_a, uniq_a + inner + halo + follow_a)
     return out

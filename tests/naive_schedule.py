@@ -59,9 +59,8 @@ def _nearest_back(waves, w, sm, axis, tile):
 
 def naive_sm_configs(tiles_m, tiles_n, swz, sms, cps):
     """Sorted list of per-CTA tuples (k, na, nb, arep, brep, prev, prev_a, prev_b, gap_a, gap_b, prev_na,
-    prev_nb, ashare, back_a, na_extra, cover_a, cover_s, cover_more, back_more, brep_share, sub, back_b): gap_x is the slot
-    distance to the nearest earlier slot of the SM with the same tile (0
-    if none), prev_nx the distinct tiles of the SM's CTAs in the previous wave (0 if none); ashare (another
+    prev_nb, ashare, back_a, na_extra, cover_a, cover_s, cover_more, back_more, brep_share, sub, back_b): gap_x
+    is the slot distance to the nearest earlier slot of the SM with the same tile (0 if none), prev_nx the distinct tiles of the SM's CTAs in the previous wave (0 if none); ashare (another
     tile of an earlier slot's A window: strided dgrad's sub-problems only) is 0; back_a the nearest wave 2 ..
     BACK_WAVES back whose CTAs on the SM had this tile_m, where the previous wave's had not (0 if none);
     na_extra (the A windows of out-of-step tiles of one place: strided dgrad only) is 0; cover_a (the share of
