@@ -244,10 +244,11 @@ def _starting_coord(stride, pad, start):
     return abs(stride - (pad % stride - start)) % stride
 
 
-def strided_starts(layer) -> list:
+@memo(256)
+def strided_starts(layer) -> tuple:
     """Strided dgrad's sub-problems that the dispatcher does not skip (start_h < H and start_w < W; DESIGN
     3a), in block order: (start_r, start_s, start_h, start_w, taps along r, taps along s); a sub-problem
-    with no tap only stores."""
+    with no tap only stores. Memoized (`_memo`; a tuple): a strided dgrad prediction asks for it 5-6 times."""
     (sh, sw), (ph, pw) = layer.stride, layer.pad
     out = []
     for f in range(sh * sw):
@@ -256,7 +257,7 @@ def strided_starts(layer) -> list:
         if start_h < layer.h and start_w < layer.w:
             out.append((start_r, start_s, start_h, start_w, len(range(start_r, layer.r, sh)),
                         len(range(start_s, layer.s, sw))))
-    return out
+    return tuple(out)
 
 
 @memo(256)
