@@ -34,6 +34,7 @@ from ._timeline import lead_share
 from ._issue_order import one_back_tables, relative_valid
 from ._tiers import tiered
 from ._set_phase import dgrad_phase_share
+from ._set_thrash import b_overfull_share
 from ._window import a_window, nchw_window_rounds, row_run_sectors
 from ._stores import row_lines, stores_in_l2, wave_store_lines, write_side
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
@@ -877,6 +878,11 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         follow_b = follower_misses(wins, a_step, b_step, weight, miss_b / ctas, cap_lines, l2_ways, cliff)
     dram_a = min(miss_a, uniq_a + reread_a + inner + halo + follow_a)
     dram_b = min(miss_b, uniq_b + reread_b + follow_b)
+    # a k-step's filter lines that overfill their L2 set miss at every read (`_set_thrash`): that share of the
+    # reads the L2 would otherwise have kept
+    overfull = b_overfull_share(layer, kernel, gpu)
+    if overfull > 0.0:
+        dram_b += overfull * (miss_b - dram_b)
     dirty, dram_w = stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)
     out = relabel_loads(assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b,
                                  dram_w, dirty, uniq_c), kinds)
