@@ -155,25 +155,36 @@ def dirty_at_end(gpu, f, uniq_c, y_cta, r_full, ctas, per_wave, ctas_wave):
     return dirty, max(0.0, uniq_c - dirty)
 
 
+def operand_rows(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b, dram_w, dirty,
+                 uniq_c) -> list:
+    """`assemble`'s figures per operand, A's, B's, then C's, each in `_ASSEMBLED`'s key order (45 floats; summed
+    over strided dgrad's sub-problems before `rows_dict` makes them a metric dict)."""
+    l2_wr = float(sec_c)
+    l2_wr_miss = float(min(l2_wr, uniq_c))
+    ma, mb, da, db = float(miss_a), float(miss_b), float(dram_a), float(dram_b)
+    return [float(ex["req_A"]), float(sec_a), float(l1_hit_a), ma, 0.0, 0.0, ma, da, float(miss_a - dram_a),
+            0.0, 0.0, 0.0, da, 0.0, 0.0,
+            float(ex["req_B"]), float(sec_b), float(l1_hit_b), mb, 0.0, 0.0, mb, db, float(miss_b - dram_b),
+            0.0, 0.0, 0.0, db, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.0, float(ex["req_C"]), l2_wr, 0.0, 0.0, 0.0, l2_wr, l2_wr_miss,
+            float(l2_wr - l2_wr_miss), 0.0, float(dram_w), float(dirty)]
+
+
+def rows_dict(rows) -> dict:
+    """The metric dict of `operand_rows`' figures: each total is A + B + C in that order."""
+    out = _TEMPLATE.copy()
+    # one zip into dict.update: 6.4 -> 3 us a call against a loop over the keys, 7.1 -> 5.5 us against an
+    # update per operand (measured)
+    out.update(zip(_ASSEMBLED_ALL, [x + y + z for x, y, z in zip(rows[:15], rows[15:30], rows[30:])] + list(rows)))
+    return out
+
+
 def assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b, dram_w, dirty,
              uniq_c) -> dict:
     """The metric dict (totals and per operand) from the model's per-operand figures: L2 reads are
     the L1 misses, L2 write sectors the store sectors (write misses: the distinct output sectors)."""
-    l2_wr = float(sec_c)
-    l2_wr_miss = float(min(l2_wr, uniq_c))
-    ma, mb, da, db = float(miss_a), float(miss_b), float(dram_a), float(dram_b)
-    # per operand, in `_ASSEMBLED`'s key order; a total is A + B + C in that order
-    a = (float(ex["req_A"]), float(sec_a), float(l1_hit_a), ma, 0.0, 0.0, ma, da, float(miss_a - dram_a),
-         0.0, 0.0, 0.0, da, 0.0, 0.0)
-    b = (float(ex["req_B"]), float(sec_b), float(l1_hit_b), mb, 0.0, 0.0, mb, db, float(miss_b - dram_b),
-         0.0, 0.0, 0.0, db, 0.0, 0.0)
-    c = (0.0, 0.0, 0.0, 0.0, float(ex["req_C"]), l2_wr, 0.0, 0.0, 0.0, l2_wr, l2_wr_miss,
-         float(l2_wr - l2_wr_miss), 0.0, float(dram_w), float(dirty))
-    out = _TEMPLATE.copy()
-    # one zip into dict.update: 6.4 -> 3 us a call against a loop over the keys, 7.1 -> 5.5 us against an
-    # update per operand (measured)
-    out.update(zip(_ASSEMBLED_ALL, [x + y + z for x, y, z in zip(a, b, c)] + [*a, *b, *c]))
-    return out
+    return rows_dict(operand_rows(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b,
+                                  dram_w, dirty, uniq_c))
 
 
 def layer_time(layer, gpu, kernel, counts, machine=None, grid=None) -> dict:

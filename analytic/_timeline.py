@@ -141,3 +141,31 @@ def lead_share(lengths, counts, loads, sms, cps, fit):
                         m += 1
                 led += _union(los, his, m)
     return led / total if total > 0 else 0.0
+
+
+@njit(cache=True)
+def lockstep_lead_share(counts, loads, sms, cps):
+    """`lead_share` where every run's CTAs take the same rounds (``fit`` >= 0), in closed form: the grid runs in
+    waves of ``sms`` x ``cps`` blocks, block b on SM b mod sms at slot (b mod wave) // sms, every slot
+    starting together, so a CTA is led (by 0 rounds) exactly where the block ``sms`` before it, the one a slot
+    lower on its SM in its wave, is of its run. One pass over the runs, not a fill of the slots a run (the
+    lockstep reference of strided dgrad's `_lockstep_share`: half its cost)."""
+    wave = sms * cps
+    led = 0.0
+    total = 0.0
+    start = 0
+    for r in range(counts.shape[0]):
+        n = counts[r]
+        if n <= 0:
+            continue
+        end = start + n
+        if loads[r]:
+            total += n
+            lo = start + sms
+            if lo < end:
+                # blocks b in [lo, end) past their wave's first sms (slot >= 1): f(end) - f(lo)
+                hi_count = (end // wave) * (wave - sms) + max(0, end % wave - sms)
+                lo_count = (lo // wave) * (wave - sms) + max(0, lo % wave - sms)
+                led += hi_count - lo_count
+        start = end
+    return led / total if total > 0 else 0.0

@@ -7,14 +7,13 @@ CTA slots (<= CTAs per SM) and bounded periods.
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
 from traces.stream import check_types
 from traces.kernel import KernelConfig
 
-from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine
+from ._common import TIMING_KEYS, assemble, cdiv as _cdiv, layer_time, machine_of as _machine, operand_rows, rows_dict
 from ._common import nsets as _nsets, position_phases
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
 from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap,
@@ -30,7 +29,7 @@ from ._schedule import (CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, filters_in_st
                         refetch_waves, sm_config_summary, tile_m_classes, with_columns)
 from ._dispatch import dispatch, dy_reread_misses, sm_tables, strided_blocks
 from ._store_only import store_only_rereads
-from ._timeline import lead_share
+from ._timeline import lead_share, lockstep_lead_share
 from ._issue_order import one_back_tables, relative_valid
 from ._tiers import tiered
 from ._set_phase import dgrad_phase_share
@@ -193,7 +192,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     # taps against 1), and so does where they run (seed 9 #65: the first sub-problem's tiles lead their SMs, the
     # later ones find their windows read)
     stats = {}
-    keys, acc = None, None
+    acc = None
     uniq_sum = reread_sum = 0.0
     # each configuration's group (its sub-problem's): one look-up, not an `np.isin` a group
     group_of = np.empty(len(subs), np.int64)
@@ -207,19 +206,17 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
             stats[key] = grid_schedule(key[0], key[1], swz, gpu.sms, cps)[1]
         mine = cfg_group == g
         sched = {key: (cfg[mine] if mine.any() else cfg, stats[key])}
-        part = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched, counted=False,
-                             followers=False)
-        uniq_sum += mult * part.pop("_uniq_a")
-        reread_sum += mult * part.pop("_reread_a")
-        # the sub-problems' figures summed key by key in one array (a loop over the ~200 keys of each took 6 %
-        # of a strided dgrad prediction, measured; the same sums in the same order)
-        if keys is None:
-            keys = list(part)
-            pick = operator.itemgetter(*keys)
-            acc = mult * np.array(pick(part), np.float64)
+        rows, uniq_a, reread_a = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched,
+                                               counted=False, followers=False)
+        uniq_sum += mult * uniq_a
+        reread_sum += mult * reread_a
+        # the sub-problems' per-operand figures summed (45 of them), then made a dict once: a dict a sub-problem,
+        # summed over its ~200 keys, took 10 % of a strided dgrad prediction (measured)
+        if acc is None:
+            acc = [mult * x for x in rows]
         else:
-            acc += mult * np.array(pick(part), np.float64)
-    total = dict(zip(keys, acc.tolist()))
+            acc = [x + mult * y for x, y in zip(acc, rows)]
+    total = relabel_loads(rows_dict(acc), operand_kinds(kernel, layer))
     # store-only CTAs (no tap reaches their rows) write zeros: scale the output side to every store
     stored = total[Mx.L1_ST_SECTORS]
     if stored and ex["sec_C"] != stored:
@@ -399,7 +396,7 @@ def _lockstep_share(layer, kernel, gpu, machine, tpf) -> float:
             rate += (a_lines + b_lines) / length / sum(loads)
     fit = int(ways * sets / (cps * rate))
     own = lead_share(run_len, run_n, run_load, gpu.sms, cps, fit)
-    same = lead_share(np.full_like(run_len, max(lengths)), run_n, run_load, gpu.sms, cps, fit)
+    same = lockstep_lead_share(run_n, run_load, gpu.sms, cps)        # `lead_share` of equal lengths
     return min(1.0, own / same) if same > 0 else 1.0
 
 
@@ -620,7 +617,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     windows put seed 1 #292 at +28.7 % and seed 4 #70 at 11.9 % (MODEL.md section 9), their co-resident
     tiles of one place being judged in the configurations (`_dgrad_places`). ``followers``: count the
     same-round sharers of a tile on other SMs (`_followers`) on ``geo``'s own grid; strided dgrad's
-    sub-problems do not, their CTAs being placed by the whole layer's grid (`_later_wave_rereads`)."""
+    sub-problems do not, their CTAs being placed by the whole layer's grid (`_later_wave_rereads`). ``timing``
+    False (strided dgrad's sub-problems): (`_common.operand_rows`' figures, A's compulsory sectors, the later
+    waves' re-reads of A in its DRAM reads) instead of the metric dict."""
     win = geo.win
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
     sh, sw, dh, dw = win.sh, win.sw, win.dh, win.dw
@@ -884,13 +883,14 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     if overfull > 0.0:
         dram_b += overfull * (miss_b - dram_b)
     dirty, dram_w = stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, per_wave, wsum)
+    if not timing:
+        # strided dgrad's sub-problem: its figures per operand (`_common.operand_rows`, summed over the sub-problems
+        # before they become a dict), A's compulsory sectors, and the later waves' re-reads of A in dram_a (strided
+        # dgrad follows them on the whole grid instead, `_later_wave_rereads`)
+        return (operand_rows(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b, dram_w,
+                             dirty, uniq_c),
+                uniq_a, dram_a - min(miss_a, uniq_a + inner + halo + follow_a))
     out = relabel_loads(assemble(ex, sec_a, sec_b, sec_c, l1_hit_a, l1_hit_b, miss_a, miss_b, dram_a, dram_b,
                                  dram_w, dirty, uniq_c), kinds)
-    if timing:
-        out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, geo.flops)))
-    else:
-        out["_uniq_a"] = uniq_a
-        # the later waves' re-reads of A in dram_a: strided dgrad follows them on the whole grid instead
-        # (`_later_wave_rereads`)
-        out["_reread_a"] = dram_a - min(miss_a, uniq_a + inner + halo + follow_a)
+    out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, geo.flops)))
     return out

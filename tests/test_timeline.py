@@ -9,7 +9,7 @@ import simcore
 import traces
 from analytic import model
 from analytic._memo import clear_memo
-from analytic._timeline import lead_share
+from analytic._timeline import lead_share, lockstep_lead_share
 
 from .naive_timeline import naive_lead_share, naive_starts
 
@@ -48,6 +48,19 @@ def test_lead_share_matches_reference(sms, cps, fit, runs):
     lengths, counts, loads = (list(x) for x in zip(*runs))
     assert _share(lengths, counts, loads, sms, cps, fit) == pytest.approx(
         naive_lead_share(lengths, counts, loads, sms, cps, fit), abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sms=st.integers(1, 7), cps=st.integers(1, 4), fit=st.integers(0, 8), length=st.integers(1, 20),
+       runs=st.lists(st.tuples(st.integers(0, 60), st.booleans()), min_size=1, max_size=8))
+def test_lockstep_closed_form_matches_the_fill(sms, cps, fit, length, runs):
+    """Equal lengths: the closed form (a block led where the block one pass before it is of its run) against the
+    slot-by-slot fill and the round-by-round reference."""
+    counts, loads = (list(x) for x in zip(*runs))
+    got = lockstep_lead_share(np.array(counts, np.int64), np.array(loads, np.bool_), sms, cps)
+    lengths = [length] * len(counts)
+    assert got == pytest.approx(_share(lengths, counts, loads, sms, cps, fit), abs=1e-12)
+    assert got == pytest.approx(naive_lead_share(lengths, counts, loads, sms, cps, fit), abs=1e-12)
 
 
 def test_strided_dgrad_filter_sharing_out_of_step(monkeypatch):
