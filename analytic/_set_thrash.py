@@ -19,6 +19,7 @@ a power of two can put every row in one of, is always counted.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -182,17 +183,31 @@ def _step_size(layer, kernel):
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _screen_floor(gpu) -> int:
+    """The fewest lines of a k-step for which `b_overfull_share` counts, on ``gpu``: more than its ways, and (xor
+    index) enough that lines dropped at random would overfill `OVERFULL_SCREEN` sets (`_random_overfull` grows
+    with the lines: the least such count, by bisection). Cached per GPU: the screen took 3-4 % of an fprop
+    pass evaluated at each prediction (measured)."""
+    lo = gpu.l2_ways + 1
+    if gpu.l2_index != "xor":
+        return lo
+    sets = gpu.l2_slices * gpu.l2_sets_per_slice
+    hi = max(lo, (gpu.l2_ways + 2) * sets)         # lam = ways + 2: every set counts (`_random_overfull`)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _random_overfull(mid, sets, gpu.l2_ways) >= OVERFULL_SCREEN:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def b_overfull_share(layer, kernel, gpu) -> float:
     """The share of the filter sectors a CTA reads at its k-steps that lie in L2 sets holding more than
     ``gpu.l2_ways`` of that k-step's lines (`overfull_sectors`): the reads of them miss the L2 every time."""
     size = _step_size(layer, kernel)
-    if size is None:
-        return 0.0
-    lines_step = size[0] * (size[1] // gpu.line_bytes + 2)
-    if lines_step <= gpu.l2_ways:                  # no set can take more than ways of them
-        return 0.0
-    if gpu.l2_index == "xor" and _random_overfull(lines_step, gpu.l2_slices * gpu.l2_sets_per_slice,
-                                                  gpu.l2_ways) < OVERFULL_SCREEN:
+    if size is None or size[0] * (size[1] // gpu.line_bytes + 2) < _screen_floor(gpu):
         return 0.0
     rows, offsets, widths = b_step_pattern(layer, kernel)
     _x, w_base, _y = tensor_bases(layer, kernel)

@@ -146,3 +146,15 @@ def test_two_way_l2_filter_rereads_against_simulation():
     key = "dram__sectors_read.sum:B"
     assert sim[key] > 4 * 51200
     assert abs(pred[key] - sim[key]) / sim[key] < 0.05
+
+
+@pytest.mark.parametrize("name,scale", [("v100", {}), ("a100", {}), ("h100", {}), ("p100", {"l2_bytes": 0.25}),
+                                        ("p100", {"l2_bytes": 0.25, "l2_slices": 2.0}), ("titanxp", {"l2_bytes": 0.5})])
+def test_screen_floor_is_the_least_count_the_screen_passes(name, scale):
+    from analytic._set_thrash import OVERFULL_SCREEN, _random_overfull, _screen_floor
+    gpu = simcore.scale_gpu(simcore.gpu(name), scale) if scale else simcore.gpu(name)
+    floor = _screen_floor(gpu)
+    sets = gpu.l2_slices * gpu.l2_sets_per_slice
+    assert floor > gpu.l2_ways
+    assert _random_overfull(floor, sets, gpu.l2_ways) >= OVERFULL_SCREEN
+    assert floor == gpu.l2_ways + 1 or _random_overfull(floor - 1, sets, gpu.l2_ways) < OVERFULL_SCREEN
