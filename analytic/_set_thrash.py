@@ -7,8 +7,8 @@ turn (LRU, read cyclically): every read of those lines misses, by every CTA, wha
 16 or more ways no realistic k-step gets there; a hypothetical L2 of few ways does. Seed 2 #121 (nchw fp16
 5x5, 256 filters a CTA, rows 50 lines apart, p100 with a quarter of its L2 in 64 slices of 64 sets x 2 ways):
 28-31 sets take two of a k-step's 256 lines and one k-step in five has sets of three; those lines' reads
-miss, 4.16 sectors a CTA k-step over the layer, 163,072 in all, where the simulation re-reads 163,960 filter
-sectors from DRAM beyond the compulsory ones.
+miss, 4.16 sectors a CTA k-step over the layer, 163,072 in all, where the simulation misses 163,160 of those
+reads (`validation.l2_replay`: the filter's reads by another CTA at the same k-step).
 
 The k-step's lines are counted exactly, through the GPU's own functions (`_l2._set_ids`), at up to
 `STEP_SAMPLES` k-steps spread over the CTA's walk; the A lines of the k-step are left out (in that case
