@@ -126,7 +126,7 @@ def b_step_pattern(layer, kernel):
     filters k of block k0 (folded into the offset), the column's tile_n channels of position (r, s)."""
     eb = kernel.elem_bytes
     C, K, RS = layer.c, layer.k, layer.r * layer.s
-    tm, tn, tk = kernel.tile_m, kernel.tile_n, kernel.tile_k
+    tn, tk = kernel.tile_n, kernel.tile_k
     pitch = RS * C * eb
     if kernel.op == "fprop" and layer.groups == 1:
         rows = np.arange(min(tn, K), dtype=np.int64) * pitch

@@ -43,8 +43,8 @@ def slow_overfull(rows, offsets, widths, base, slices, sets, ways, kind, line, s
 
 
 @settings(max_examples=60, deadline=None)
-@given(nrows=st.integers(1, 40), pitch=st.integers(1, 40).map(lambda x: 16 * x), width=st.sampled_from([4, 16, 32, 48, 128, 200]),
-       nsteps=st.integers(1, 5), step=st.integers(0, 300), base=st.integers(0, 64).map(lambda x: 256 * x),
+@given(nrows=st.integers(1, 40), pitch=st.integers(1, 40).map(lambda x: 16 * x),
+       width=st.sampled_from([4, 16, 32, 48, 128, 200]), nsteps=st.integers(1, 5), step=st.integers(0, 300), base=st.integers(0, 64).map(lambda x: 256 * x),
        slices=st.sampled_from([1, 2, 3, 4, 8, 5]), sets=st.sampled_from([1, 2, 4, 8]), ways=st.integers(1, 4),
        kind=st.sampled_from([_XOR, _LINEAR]))
 def test_overfull_count_matches_plain_python(nrows, pitch, width, nsteps, step, base, slices, sets, ways, kind):
@@ -107,18 +107,21 @@ def test_pattern_of_each_op():
     nchw (tile_k elements of the C R S row), unit-stride dgrad (tile_k filters of block k0, the column's
     channels); none for strided dgrad."""
     layer = traces.ConvLayer(n=1, c=20, h=8, w=8, k=40, r=3, s=3, stride=(1, 1), pad=(1, 1))
-    rows, offsets, widths = b_step_pattern(layer, traces.KernelConfig(tile_m=64, tile_n=32, tile_k=8, threads=64))
+    small = dict(tile_m=64, tile_n=32, threads=64)
+    rows, offsets, widths = b_step_pattern(layer, traces.KernelConfig(tile_k=8, **small))
     assert rows.tolist() == [k * 9 * 20 * 4 for k in range(32)]
     # 27 k-steps (9 positions x 3 blocks of 8, 8, 4 channels), 16 of them sampled: step i = 27 i // 16
     picked = [27 * i // 16 for i in range(16)]
     assert offsets.tolist() == [(t // 3) * 80 + (t % 3) * 32 for t in picked]
     assert widths.tolist() == [(4 if t % 3 == 2 else 8) * 4 for t in picked]
-    rows, offsets, widths = b_step_pattern(layer, traces.KernelConfig(tile_m=64, tile_n=32, tile_k=8, threads=64, layout="nchw"))
+    rows, offsets, widths = b_step_pattern(layer, traces.KernelConfig(tile_k=8, layout="nchw", **small))
     assert rows.tolist() == [k * 180 * 4 for k in range(32)]
     assert offsets.tolist() == [t * 32 for t in (23 * i // 16 for i in range(16))]    # 180 / 8: 23 k-steps
-    assert widths.tolist()[-1] == 32 and b_step_pattern(
-        layer, traces.KernelConfig(tile_m=64, tile_n=32, tile_k=32, threads=64, layout="nchw"))[2].tolist()[-1] == (180 - 5 * 32) * 4
-    rows, offsets, widths = b_step_pattern(layer, traces.KernelConfig(op="dgrad", tile_m=64, tile_n=16, tile_k=8, threads=64))
+    assert widths.tolist()[-1] == 32
+    wide = b_step_pattern(layer, traces.KernelConfig(tile_k=32, layout="nchw", **small))
+    assert wide[2].tolist()[-1] == (180 - 5 * 32) * 4
+    rows, offsets, widths = b_step_pattern(layer, traces.KernelConfig(op="dgrad", tile_m=64, tile_n=16, tile_k=8,
+                                                                      threads=64))
     assert rows.tolist() == [k * 720 for k in range(8)]
     # 9 positions x 5 blocks of k: 45 k-steps
     picked = [45 * i // 16 for i in range(16)]
