@@ -24,8 +24,9 @@ import math
 
 import numpy as np
 
-from simcore._jit import njit
 from traces.stream import tensor_bases
+
+from ._l2 import _set_ids
 
 __all__ = ["b_overfull_share", "STEP_SAMPLES"]
 
@@ -33,81 +34,27 @@ __all__ = ["b_overfull_share", "STEP_SAMPLES"]
 # sectors a k-step from all of them)
 STEP_SAMPLES = 16
 
-_XOR, _LINEAR = 0, 1
+_XOR, _LINEAR = "xor", "linear"
 
 
-@njit(cache=True)
-def _set_id(line, slices, sets, sbits, kind, pow2):
-    """slice x sets + set of ``line`` (`_l2._set_ids`, one line); ``pow2``: ``slices`` is a power of two (a
-    mask and a shift, not two 64-bit divisions)."""
-    if pow2 >= 0:
-        q = line >> pow2
-        h = (line ^ (line >> 7) ^ (line >> 14)) if kind == _XOR else line
-        sl = h & (slices - 1)
-    else:
-        q = line // slices
-        sl = (line ^ (line >> 7) ^ (line >> 14)) % slices if kind == _XOR else line % slices
-    if kind == _XOR:
-        st = (q ^ (q >> sbits) ^ (q >> (2 * sbits))) & (sets - 1)
-    else:
-        st = q & (sets - 1) if sets & (sets - 1) == 0 else q % sets
-    return sl * sets + st
-
-
-@njit(cache=True)
-def overfull_sectors(rows, offsets, widths, base, slices, sets, ways, kind, line, sector):
+def overfull_sectors(rows, offsets, widths, base, slices, sets, ways, index, line, sector):
     """(Sectors of the k-steps' lines that lie in an L2 set holding more than ``ways`` of that k-step's
     lines, every sector read), summed over the k-steps: k-step i reads ``widths[i]`` bytes at ``base +
-    rows[j] + offsets[i]`` for every row j (``rows`` ascending)."""
-    sbits = 0
-    while (1 << (sbits + 1)) <= sets:
-        sbits += 1
-    pow2 = -1
-    if slices & (slices - 1) == 0:
-        pow2 = 0
-        while (1 << pow2) < slices:
-            pow2 += 1
-    per = line // sector
-    occ = np.zeros(slices * sets, np.int32)
-    nmax = rows.shape[0] * (int(widths.max()) // line + 2) if widths.shape[0] else 0
-    lines = np.empty(nmax, np.int64)
-    secs = np.empty(nmax, np.int64)
-    over = 0
-    total = 0
-    for i in range(offsets.shape[0]):
-        n = 0
-        for j in range(rows.shape[0]):
-            first = base + rows[j] + offsets[i]
-            last = first + widths[i] - 1
-            for ln in range(first // line, last // line + 1):
-                lo = max(first, ln * line) // sector - ln * per
-                hi = min(last, ln * line + line - 1) // sector - ln * per
-                mask = ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)     # the line's sectors read, as bits
-                if n > 0 and ln <= lines[n - 1]:
-                    # rows closer than a line's span: the line is one the rows before took (their lines run
-                    # contiguous from a first line at or before this row's), its sectors counted once
-                    k = n - 1
-                    while lines[k] != ln:
-                        k -= 1
-                    secs[k] |= mask
-                    continue
-                lines[n] = ln
-                secs[n] = mask
-                n += 1
-        for j in range(n):
-            lines[j] = _set_id(lines[j], slices, sets, sbits, kind, pow2)     # the line's set from here on
-            occ[lines[j]] += 1
-        for j in range(n):
-            bits = 0
-            m = secs[j]
-            while m:
-                bits += m & 1
-                m >>= 1
-            total += bits
-            if occ[lines[j]] > ways:
-                over += bits
-        for j in range(n):
-            occ[lines[j]] = 0
+    rows[j] + offsets[i]`` for every row j. The sets are the GPU's own (`_l2._set_ids`, ``index`` "xor" or
+    "linear"); rows closer than a line share its sectors, counted once. Numpy: it runs only past the screen
+    (`_screen_floor`), on few-way L2s."""
+    over = total = 0
+    for off, width in zip(offsets.tolist(), widths.tolist()):
+        first = (base + rows + off) // sector
+        count = (base + rows + off + width - 1) // sector - first + 1
+        # every sector each row reads, then the distinct ones and their lines
+        step = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+        secs = np.unique(np.repeat(first, count) + step)
+        lines, per_line = np.unique(secs // (line // sector), return_counts=True)
+        sid = _set_ids(lines, slices, sets, index)
+        occ = np.bincount(sid, minlength=slices * sets)
+        over += int(per_line[occ[sid] > ways].sum())
+        total += int(secs.shape[0])
     return over, total
 
 
@@ -212,6 +159,5 @@ def b_overfull_share(layer, kernel, gpu) -> float:
     rows, offsets, widths = b_step_pattern(layer, kernel)
     _x, w_base, _y = tensor_bases(layer, kernel)
     over, total = overfull_sectors(rows, offsets, widths, w_base, gpu.l2_slices, gpu.l2_sets_per_slice,
-                                   gpu.l2_ways, _XOR if gpu.l2_index == "xor" else _LINEAR, gpu.line_bytes,
-                                   gpu.sector_bytes)
+                                   gpu.l2_ways, gpu.l2_index, gpu.line_bytes, gpu.sector_bytes)
     return over / total if total else 0.0
