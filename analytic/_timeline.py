@@ -80,6 +80,12 @@ def _union(los, his, m) -> int:
             los[j + 1], his[j + 1] = los[j], his[j]
             j -= 1
         los[j + 1], his[j + 1] = lo, hi
+    return sorted_union(los, his, m)
+
+
+@njit(cache=True)
+def sorted_union(los, his, m) -> int:
+    """Length of the union of the intervals [los[i], his[i]), i < m, given in rising order of their starts."""
     out = 0
     end = -1
     for i in range(m):

@@ -19,11 +19,12 @@ from ._memo import memo
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
 from ._l2 import cliff_params, l2_miss_prob, refetch_misses
 from ._schedule import GAP_MAX, WAVE_SAMPLES, sample_index, tile_of, wave_stats
+from ._timeline import sorted_union
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
-# _counts.py, _l2.py and _schedule.py (and _wgrad calls _counts_grouped). tests/test_jit_deps.py checks this digest of them: updating the
+# _counts.py, _l2.py, _schedule.py and _timeline.py (and _wgrad calls _counts_grouped). tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "260905c466851429"
+_JIT_DEPS_SHA256 = "8d607fd8bb288e63"
 
 __all__ = ["pixel_reuse"]
 
@@ -437,20 +438,8 @@ def swept_lines(C, S, W, sw, dh, dw, eb, lo_r, hi_r, line, rows):
                 ends[n] = b + i * step + width
                 n += 1
     order = np.argsort(starts)
-    total = 0
-    cur_lo = -1
-    cur_hi = -2
-    for t in range(n):
-        lo = starts[order[t]] // line
-        hi = (ends[order[t]] - 1) // line
-        if lo <= cur_hi:                      # overlaps the open run of lines (or shares its last line)
-            cur_hi = max(cur_hi, hi)
-        else:
-            total += cur_hi - cur_lo + 1
-            cur_lo = lo
-            cur_hi = hi
-    total += cur_hi - cur_lo + 1
-    return float(total)
+    # the pieces' lines, [first, last + 1), in rising order of their starts: their union's length
+    return float(sorted_union(starts[order] // line, (ends[order] - 1) // line + 1, n))
 
 
 # channels of x at which `x_wave_rereads` follows the waves that read them

@@ -1,6 +1,6 @@
 """Filter lines that overfill an L2 set within a k-step (`analytic._set_thrash`): its numpy count (on the model's
-`_l2._set_ids`) against a plain Python one, the claim behind it (such lines miss at every read) against a plain LRU replay, and a layer
-against the simulator."""
+`_l2._set_ids`) against a plain Python one, the claim behind it (such lines miss at every read) against a plain
+LRU replay, and a layer against the simulator."""
 import dataclasses
 from collections import OrderedDict
 
