@@ -18,7 +18,7 @@ from ._common import operand_rows, rows_dict
 from ._common import nsets as _nsets, position_phases
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
 from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap,
-                        dgrad_subproblems, geometry, geometry_check, strided_starts, _starting_coord)
+                        dgrad_subproblems, geometry, geometry_check, strided_starts)
 from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
                   swept_rereads, tile_refetch_misses)
 from ._memo import memo
@@ -293,19 +293,15 @@ def _strided_steps(layer, kernel) -> tuple:
     dx pixel outside dx; nblk taps + 1 where it loads; 1 where no tap reaches its rows and it only stores), its
     place among the loading ones (-1: store only), and whether every block takes the same steps and loads (the
     grid runs in lockstep). DESIGN 3a. Memoized (`_memo`; read-only arrays): GPU-independent."""
-    (sh, sw), (ph, pw) = layer.stride, layer.pad
+    sh, sw = layer.stride
     nblk = _cdiv(layer.k, kernel.tile_k)
-    steps, loading = [], []
-    for f in range(sh * sw):
-        start_r, start_s = divmod(f, sw)
-        skip = _starting_coord(sh, ph, start_r) >= layer.h or _starting_coord(sw, pw, start_s) >= layer.w
-        taps = len(range(start_r, layer.r, sh)) * len(range(start_s, layer.s, sw))
-        steps.append(0 if skip else nblk * taps + 1)
-        loading.append(not skip and taps > 0)
-    lockstep = len(set(steps)) == 1 and all(loading)
-    loading = np.array(loading)
+    steps = np.zeros(sh * sw, np.int64)               # the skipped ones (absent from `strided_starts`): 0
+    loading = np.zeros(sh * sw, np.bool_)
+    for start_r, start_s, _h, _w, nr, ns in strided_starts(layer):
+        steps[start_r * sw + start_s] = nblk * nr * ns + 1
+        loading[start_r * sw + start_s] = nr * ns > 0
+    lockstep = len(set(steps.tolist())) == 1 and bool(loading.all())
     place = np.where(loading, np.cumsum(loading) - 1, -1).astype(np.int64)
-    steps = np.array(steps, np.int64)
     for arr in (steps, place):
         arr.setflags(write=False)
     return steps, place, lockstep
