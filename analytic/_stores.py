@@ -3,15 +3,18 @@ and its DRAM writes, from the waves' reads and stores (`stores_in_l2`), and the 
 loads (`write_side`: the grouped engine's dense part)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from simcore._jit import njit
 
 from ._common import cdiv as _cdiv, dirty_at_end, even_picks, row_period
+from ._geometry import strided_starts
 from ._memo import memo
 from ._schedule import column_ranges, grid_schedule
 from ._window import a_window
 
-__all__ = ["stores_in_l2", "write_side", "row_lines", "wave_store_lines"]
+__all__ = ["stores_in_l2", "write_side", "row_lines", "wave_store_lines", "strided_store_lines"]
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from _schedule.py:
 # tests/test_jit_deps.py checks this digest of it, so no stale compiled kernel survives an edit.
@@ -27,6 +30,47 @@ def row_lines(width, pitch, offset, line):
     own (over one period of the rows' alignment to a line; `_counts.lines_per_row` counts a line that
     consecutive rows share once)."""
     return float(row_period(pitch, offset, offset + width, line)[0].mean())
+
+
+@memo(256)
+def strided_store_lines(layer, kernel, line, cols) -> float:
+    """Distinct dx lines strided dgrad's sub-problems (every one the dispatcher does not skip, store-only ones
+    included) store in the first ``cols`` channels of each pixel (one band of CTA columns: 2^swizzle_log columns
+    of tile_n channels; or every channel), summed over the sub-problems. A sub-problem stores every stride_w-th
+    pixel of every stride_h-th row: pixels closer than a line apart share lines, so the lines are those the
+    pixels touch, not their bytes packed. Counted exactly: a row at a time, rows alike in their start's alignment
+    to a line counted once, less the lines consecutive stored rows share. Seed 66 #76 (C 6 fp32, stride 4:
+    24 bytes every 96): each sub-problem's stores touch every line of its rows, 10,474 lines, where its
+    335,160 / 16 sectors packed make 5,237. Memoized (`_memo`): GPU-independent but for ``line``."""
+    (sh, sw), eb = layer.stride, kernel.elem_bytes
+    pixel, width = layer.c * eb, cols * eb
+    total = 0
+    for _r, _s, start_h, start_w, _nr, _ns in strided_starts(layer):
+        pp, qq = _cdiv(layer.h - start_h, sh), _cdiv(layer.w - start_w, sw)
+        # the stored rows' first bytes' alignments to a line: image n's row i starts at base + n img + i row, whose
+        # residues repeat every line / gcd(step, line) images and rows
+        img, row, base = layer.h * layer.w * pixel, sh * layer.w * pixel, (start_h * layer.w + start_w) * pixel
+        per_n = np.bincount(np.arange(layer.n, dtype=np.int64) % (line // math.gcd(img, line)))
+        per_i = np.bincount(np.arange(pp, dtype=np.int64) % (line // math.gcd(row, line)))
+        starts = (base + img * np.arange(per_n.shape[0], dtype=np.int64)[:, None]
+                  + row * np.arange(per_i.shape[0], dtype=np.int64)[None, :]) % line
+        count = np.bincount(starts.ravel(), (per_n[:, None] * per_i[None, :]).ravel(), minlength=line).astype(np.int64)
+        align = np.flatnonzero(count)
+        first = align[:, None] + (sw * pixel) * np.arange(qq, dtype=np.int64)[None, :]
+        last = (first + width - 1) // line
+        first //= line
+        per_row = (last - first + 1).sum(1) - np.maximum(0, last[:, :-1] - first[:, 1:] + 1).sum(1)
+        total += int((per_row * count[align]).sum())
+        # a line the last pixel of a row shares with the first of the next stored row: only where the bytes
+        # between the two (the nearest rows: the next row of the image, or the next image's first) are under a line
+        span = (qq - 1) * sw * pixel + width
+        nearest = min(sh, layer.h - start_h - (pp - 1) * sh + start_h) if layer.n > 1 else sh
+        if pp * layer.n > 1 and nearest * layer.w * pixel - span < line - 1:
+            row_start = ((np.arange(layer.n, dtype=np.int64)[:, None] * layer.h + start_h
+                          + sh * np.arange(pp, dtype=np.int64)[None, :]).ravel() * layer.w + start_w) * pixel
+            row_end = (row_start + span - 1) // line
+            total -= int(np.maximum(0, row_end[:-1] - row_start[1:] // line + 1).sum())
+    return float(total)
 
 
 @memo(4096)

@@ -19,7 +19,7 @@ from ._common import nsets as _nsets, position_phases
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
 from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap,
                         dgrad_subproblems, geometry, geometry_check, strided_starts)
-from ._l2 import (banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
+from ._l2 import (SPREAD_SAMPLES, banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
                   swept_rereads, tile_refetch_misses)
 from ._memo import memo
 from ._reuse import halo_misses, l1_configs
@@ -36,7 +36,7 @@ from ._tiers import tiered
 from ._set_phase import dgrad_phase_share
 from ._set_thrash import b_overfull_share
 from ._window import a_window, nchw_window_rounds, row_run_sectors
-from ._stores import row_lines, stores_in_l2, wave_store_lines, write_side
+from ._stores import row_lines, stores_in_l2, strided_store_lines, wave_store_lines, write_side
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
@@ -235,13 +235,8 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     if len(subs) > 1:
         per_wave = machine[0] * gpu.sms
         if tpf >= per_wave:
-            # between the two reads: the other tiles of the sub-problem (their rows span all of dy once),
-            # the dx rows they store, and their filters
-            gap = (_cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
-                   + total[Mx.L2_WR_SECTORS] * SEC / LINE / len(subs)
-                   + _cdiv(layer.params * eb, LINE) / len(subs))
-            reread = (len(subs) - 1) * uniq_dy * l2_miss_prob(gap / cap_lines, float(gpu.l2_ways),
-                                                               cliff_params(gpu, f))
+            reread = (len(subs) - 1) * uniq_dy * _next_subproblem_miss(layer, kernel, gpu, f, subs, tpf, per_wave,
+                                                                        cap_lines)
             fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
         elif len(subs) * tpf * _cdiv(layer.c, kernel.tile_n) > per_wave:
             # later waves: every re-read of a tile's dy rows on the whole grid's rounds, side by side and by
@@ -285,6 +280,31 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     ksteps = max((g.ksteps for g, _ in subs), default=0)
     total.update(layer_time(layer, gpu, kernel, total, machine, (max(ctas, 1), ksteps, float(layer.flops))))
     return total
+
+
+def _next_subproblem_miss(layer, kernel, gpu, f, subs, tpf, per_wave, cap_lines) -> float:
+    """Strided dgrad whose sub-problems each fill a wave or more (tile_m_per_filter >= a wave's CTAs): the L2 miss
+    probability of a dy line's read by sub-problem f + 1's tile i, its previous read being f's tile i. Between
+    lie the other tiles of f's sweep (their rows span all of dy once), the dx lines their band of columns stores
+    (`_stores.strided_store_lines`: a stride's pixels touch more lines than their bytes fill) and their
+    filters. A CTA reads a dy line first at one of its T taps, the next sub-problem's CTA at an earlier one:
+    the rounds between hold up to T - 1 k-steps' dy reads fewer (dy is read once in the T nblk + 1 rounds of
+    a sub-problem's tiles over a wave), the place uniform (`_l2.SPREAD_SAMPLES` places). Seed 66 #76 (11x11
+    stride 4, C 6 fp32, 111 tiles a sub-problem on 60 slots; `validation.l2_replay`): the re-reads by the
+    tile 111 blocks on lie at 1.0 of the L2 at the same k-step, 0.92 three k-steps earlier, 0.84 six earlier."""
+    eb, line = kernel.elem_bytes, gpu.line_bytes
+    nblk = _cdiv(layer.k, kernel.tile_k)
+    dy_lines = _cdiv(layer.n * layer.p * layer.q * layer.k * eb, line)
+    band = min(layer.c, (1 << kernel.swizzle_log) * kernel.tile_n)
+    gap = dy_lines + (strided_store_lines(layer, kernel, line, band) + _cdiv(layer.params * eb, line)) / len(subs)
+    taps = sum(g.ksteps for g, _ in subs) / len(subs) / nblk
+    rounds = tpf * (taps * nblk + 1.0) / per_wave
+    shrink = dy_lines * (taps - 1.0) / rounds
+    ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
+    miss = 0.0
+    for i in range(SPREAD_SAMPLES):
+        miss += l2_miss_prob(max(0.0, gap - (i + 0.5) / SPREAD_SAMPLES * shrink) / cap_lines, ways, cliff)
+    return miss / SPREAD_SAMPLES
 
 
 @memo(256)
