@@ -284,26 +284,25 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
 
 def _next_subproblem_miss(layer, kernel, gpu, f, subs, tpf, per_wave, cap_lines) -> float:
     """Strided dgrad whose sub-problems each fill a wave or more (tile_m_per_filter >= a wave's CTAs): the L2 miss
-    probability of a dy line's read by sub-problem f + 1's tile i, its previous read being f's tile i. Between
-    lie the other tiles of f's sweep (their rows span all of dy once), the dx lines their band of columns stores
-    (`_stores.strided_store_lines`: a stride's pixels touch more lines than their bytes fill) and their
-    filters. A CTA reads a dy line first at one of its T taps, the next sub-problem's CTA at an earlier one:
-    the rounds between hold up to T - 1 k-steps' dy reads fewer (dy is read once in the T nblk + 1 rounds of
-    a sub-problem's tiles over a wave), the place uniform (`_l2.SPREAD_SAMPLES` places). Seed 66 #76 (11x11
-    stride 4, C 6 fp32, 111 tiles a sub-problem on 60 slots; `validation.l2_replay`): the re-reads by the
-    tile 111 blocks on lie at 1.0 of the L2 at the same k-step, 0.92 three k-steps earlier, 0.84 six earlier."""
+    probability of a dy line's read by sub-problem f + 1's tile i, its previous read being f's tile i, tpf blocks
+    before. Between lie the other tiles of f's sweep (their rows span all of dy once), the dx lines their band of
+    columns stores (`_stores.strided_store_lines`: a stride's pixels touch more lines than their bytes fill) and
+    their filters. But the CTAs of the first read's wave read their rows beside it, some before it, and those of
+    the last read's wave some after it: their dy lines leave the window, between none and a wave's (per_wave /
+    tpf of dy), uniform (`_l2.SPREAD_SAMPLES` places). Seed 66 #76 (11x11 stride 4, C 6 fp32, 111 tiles a
+    sub-problem on 60 slots; scratch `stackdist_line.py`, the L2 stream's distinct lines since the line's last
+    touch): the re-reads lie at 0.65-1.05 of the L2 (0.73-1.04 here); 65 #55 (200 tiles, 56 slots) 0.65-0.95,
+    mean 0.82 (0.74-0.90, mean 0.82)."""
     eb, line = kernel.elem_bytes, gpu.line_bytes
-    nblk = _cdiv(layer.k, kernel.tile_k)
     dy_lines = _cdiv(layer.n * layer.p * layer.q * layer.k * eb, line)
     band = min(layer.c, (1 << kernel.swizzle_log) * kernel.tile_n)
     gap = dy_lines + (strided_store_lines(layer, kernel, line, band) + _cdiv(layer.params * eb, line)) / len(subs)
-    taps = sum(g.ksteps for g, _ in subs) / len(subs) / nblk
-    rounds = tpf * (taps * nblk + 1.0) / per_wave
-    shrink = dy_lines * (taps - 1.0) / rounds
+    shrink = dy_lines * min(1.0, per_wave / tpf)        # up to a wave's dy lines out of the window
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
     miss = 0.0
     for i in range(SPREAD_SAMPLES):
-        miss += l2_miss_prob(max(0.0, gap - (i + 0.5) / SPREAD_SAMPLES * shrink) / cap_lines, ways, cliff)
+        x = gap - (i + 0.5) / SPREAD_SAMPLES * shrink
+        miss += l2_miss_prob(max(0.0, x) / cap_lines, ways, cliff)
     return miss / SPREAD_SAMPLES
 
 
