@@ -25,6 +25,7 @@ from ._counts import _ramp, l1_counts
 from ._l2 import PATTERN_X, blocks_cliff, cliff_params, l2_miss_prob, l2_miss_window, pattern_cliff
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
 from ._grouped_filters import filter_rows, in_set_ratio, round_lines
+from ._grouped_returns import returning_share
 from ._grouped_rereads import (_class_shifts, _issue_order, _reread_misses, _reread_table, _window_pixels,
                                residency_classes, tap_phases)
 from ._geometry import _fprop, grid
@@ -35,7 +36,7 @@ from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, sm_config_su
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "720e0c1015918c33"
+_JIT_DEPS_SHA256 = "2cb1be267bf937c6"
 
 
 @memo()
@@ -921,6 +922,9 @@ def predict_grouped(layer, gpu, kernel, f, machine, write_side) -> dict:
     dram_b = min(miss_b, float(cdiv(layer.params * eb, sec)))
     cross_miss, intra_miss, by_class, by_dist = reuse_misses(layer, kernel, gpu, machine, f)
     first, again, cross = a_misses(layer, kernel, sec, cross_miss, intra_miss)
+    # first reads of sectors an earlier CTA of the same tile left in the SM's L1 (`_grouped_returns`)
+    first *= 1.0 - returning_share(layer, kernel, gpu, f, machine, _tile_pixels(layer, kernel, sec)[1],
+                                   _column_channels)
     miss_a = min(float(ex["sec_A"]), first + again)
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     uniq_x = uniq_input(layer.n, layer.c, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw,

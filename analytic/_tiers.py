@@ -41,7 +41,7 @@ INTERPRETED_PREDICTIONS = 512
 KERNEL_MODULES = ("analytic._counts", "analytic._groups", "analytic._counts_fprop", "analytic._counts_backward",
                   "analytic._counts_grouped", "analytic._geometry", "analytic._l2", "analytic._reuse",
                   "analytic._schedule", "analytic._wgrad", "analytic._grouped_rereads", "analytic._readers",
-                  "analytic._grouped_model",
+                  "analytic._grouped_model", "analytic._grouped_returns",
                   "analytic._common", "analytic._window", "analytic._timeline", "analytic._compulsory",
                   "analytic._issue_order", "analytic._store_only", "analytic._dgrad_places", "analytic._stores",
                   "analytic._followers", "analytic._dispatch", "analytic._filter_gaps", "analytic.model")
