@@ -121,7 +121,8 @@ def _columns(layer, kernel, sec, line, tile_pixels, column_channels) -> tuple:
             continue
         lo_b, hi_b = channels[0] * eb, channels[1] * eb
         sec_lo[col], sec_hi[col] = lo_b // sec, (hi_b - 1) // sec + 1
-        # the lines a pixel's channels touch (over the pixels' alignments); pixels narrower than a line share them
+        # a pixel of a line or more: its channels' bytes over whole lines, a line more for where they start;
+        # narrower pixels, read side by side, share their lines
         tile_lines[col] = tile_pixels * ((min(hi_b - lo_b, pixel) + line - 1) / line if pixel >= line else
                                          pixel / line)
     for arr in (sec_lo, sec_hi, tile_lines):
@@ -135,7 +136,7 @@ def returning_share(layer, kernel, gpu, f, machine, tile_pixels, column_channels
     sectors in the L1, left there by an earlier CTA of the same tile on the SM (module docstring).
     ``tile_pixels``: a tile's distinct input pixels (the mean); ``column_channels(layer, kernel, col)``: the
     channels [lo, hi) column ``col`` reads in each pixel, or None."""
-    cps, ways, sets = machine
+    _cps, ways, sets = machine
     tm_tiles = cdiv(layer.gemm_m, kernel.tile_m)
     tn_tiles = cdiv(layer.k, kernel.tile_n)
     ctas = tm_tiles * tn_tiles

@@ -64,10 +64,10 @@ def strided_store_lines(layer, kernel, line, cols) -> float:
         # a line the last pixel of a row shares with the first of the next stored row: only where the bytes
         # between the two (the nearest rows: the next row of the image, or the next image's first) are under a line
         span = (qq - 1) * sw * pixel + width
-        nearest = min(sh, layer.h - start_h - (pp - 1) * sh + start_h) if layer.n > 1 else sh
+        nearest = min(sh, layer.h - (pp - 1) * sh) if layer.n > 1 else sh
         if pp * layer.n > 1 and nearest * layer.w * pixel - span < line - 1:
-            row_start = ((np.arange(layer.n, dtype=np.int64)[:, None] * layer.h + start_h
-                          + sh * np.arange(pp, dtype=np.int64)[None, :]).ravel() * layer.w + start_w) * pixel
+            row_start = (base + img * np.arange(layer.n, dtype=np.int64)[:, None]
+                         + row * np.arange(pp, dtype=np.int64)[None, :]).ravel()
             row_end = (row_start + span - 1) // line
             total -= int(np.maximum(0, row_end[:-1] - row_start[1:] // line + 1).sum())
     return float(total)
