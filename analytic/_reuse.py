@@ -531,11 +531,25 @@ def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
     return total / n
 
 
+@njit(cache=True, inline="always")
+def _in_class_rounds(d, p, rpl):
+    """The d rounds after a line's last read, as rounds spread over every set: where consecutive k-steps walk
+    ``p`` classes of sets, ``rpl`` k-steps a line, only the rounds of the line's own class meet it, their lines in
+    1 / p of the sets (p of them per such round). d itself where p is 1."""
+    if p <= 1.0:
+        return d
+    period = p * rpl
+    full = math.floor(d / period)
+    rest = d - full * period
+    return p * (full * rpl + min(rpl, max(0.0, rest - (p - 1.0) * rpl)))
+
+
 @njit(cache=True)
 def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ksteps, lpr_a, lpw_a, lpr_b,
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
-               b_ratio, a_rounds, b_gaps, l2_scale=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False):
+               b_ratio, a_rounds, b_gaps, l2_scale=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False,
+               phase_p=1.0, phase_rpl=1.0, step_b=False):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -732,7 +746,9 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         crowd = max(0.0, d_b * ways * ns_life - rnd_a - rnd_b)
                         life, plife = na * a_one + nb * b_one, pna * a_one + pnb * b_one
                         for g in range(b_gaps.shape[1]):
-                            d = b_gaps[0, g]
+                            # of the d rounds, those of the line's class of sets, each counted over that class
+                            # (``phase_p``, ``phase_rpl``: `_set_phase.fprop_block_phases`; 1 elsewhere)
+                            d = _in_class_rounds(b_gaps[0, g], phase_p, phase_rpl)
                             a_d = d * a_round if disjoint else (a_one if d > 0.0 else 0.0)
                             b_d = min(b_one, d * lines_b)
                             wa = min(na * a_one, na * a_d + rnd_a)
@@ -740,7 +756,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                             h_prev += b_gaps[1, g] * _life_hit(
                                 wa, min(life - wa, min(nb * b_one, nb * b_d + rnd_b) + crowd),
                                 pwa, min(plife - pwa, min(pnb * b_one, pnb * b_d + rnd_b) + crowd),
-                                span, ns_life * ways, lo, hi)
+                                span, ns_life * ways, 1.0 if step_b else lo, 1.0 if step_b else hi)
                         if b_hold > 0.0:
                             # a line read over a share of the lifetime: that much less lies between, the same
                             # for every line of the SMs' walk in step, so the LRU step; with ``b_visits``, the

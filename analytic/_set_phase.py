@@ -10,13 +10,14 @@ the same phase); dgrad reads dy's filter block k0 and w's column block c0 (the C
 meet only where those phases agree."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from traces.stream import tensor_bases
 
-__all__ = ["dgrad_phase_share"]
+__all__ = ["dgrad_phase_share", "fprop_block_phases"]
 
 
 def dgrad_phase_share(layer, kernel, unit, row_b, nsa, nsb, sets, line) -> float:
@@ -46,3 +47,27 @@ def dgrad_phase_share(layer, kernel, unit, row_b, nsa, nsb, sets, line) -> float
     span = last - first + 1                        # the column block's lines: consecutive classes
     hit = ((a_class[:, None] - first[None, :] % g) % g) < span[None, :]
     return float(hit.mean())
+
+
+@functools.lru_cache(maxsize=1024)
+def fprop_block_phases(layer, kernel, unit, row_b, sets, line) -> tuple:
+    """nhwc 1x1 fprop: (P, R) where a k-step's lines of x and of w fall in one class of P classes of the L1's
+    sets, the class of its channel block's line (P = gcd(the pixel's lines, sets), P > 1 where a pixel is at
+    least two lines on a power-of-two set count), R the k-steps that read one line (line / (T_k e)); the two
+    tensors start in the same class. Consecutive k-steps walk the classes in turn, so a filter line read at a
+    k-step and again some k-steps later meets, of the rounds between, only those of its own class: 67 #60
+    (C 64 fp32, two lines a pixel, 4 sets, two k-steps a CTA) re-reads the previous wave's filter lines after one
+    round of the other class, 47 lines on 48 ways, and hits 100 % simulated. (1, 1) elsewhere: the rounds of
+    other filter taps change the pixels, and their lines' classes with them (`position_phases`)."""
+    eb = kernel.elem_bytes
+    block = kernel.tile_k * eb
+    if (layer.r * layer.s != 1 or kernel.layout != "nhwc" or unit % line or row_b != unit or line % block
+            or (layer.c * eb) % line):
+        return 1, 1
+    p = math.gcd(unit // line, sets)
+    if p <= 1:
+        return 1, 1
+    x_base, w_base, _y_base = tensor_bases(layer, kernel)
+    if (x_base // line - w_base // line) % p:
+        return 1, 1
+    return p, line // block

@@ -33,7 +33,7 @@ from ._store_only import store_only_rereads
 from ._timeline import lead_share, lockstep_lead_share
 from ._issue_order import one_back_tables, relative_valid
 from ._tiers import tiered
-from ._set_phase import dgrad_phase_share
+from ._set_phase import dgrad_phase_share, fprop_block_phases
 from ._set_thrash import b_overfull_share
 from ._window import a_window, nchw_window_rounds, row_run_sectors
 from ._stores import row_lines, stores_in_l2, strided_store_lines, wave_store_lines, write_side
@@ -786,6 +786,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     b_hold, b_gap = b_line_hold(kernel.layout, C, R, S, tk, eb, LINE) if geo.op == "fprop" else (0.0, 1.0)
     # per class of filter lines, the rounds between two CTAs' reads of it one wave apart (`_filter_gaps`)
     b_gaps = b_line_gaps(kernel.layout, C, R, S, K, tn, tk, eb, LINE) if geo.op == "fprop" else one_gap(ksteps)
+    phase_p, phase_rpl = fprop_block_phases(layer, kernel, unit, row_b, sets, LINE) if geo.op == "fprop" else (1, 1)
+    phase_p, phase_rpl = float(phase_p), float(phase_rpl)
+    step_b = bool(nhwc and unit % LINE == 0 and row_b % LINE == 0)
     b_visits = b_hold > 0.0 and nhwc and nmax < ns_life
     if b_visits:
         b_hold = b_hold_in_set(b_hold, ksteps, ns_life / nmax)
@@ -812,7 +815,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                 float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
                 float(ns_life), bfrac, l2cls,
                 l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, a_rounds, b_gaps, lpr_a / lpr_k,
-                b_hold, b_gap, cross, b_visits)
+                b_hold, b_gap, cross, b_visits, phase_p, phase_rpl, step_b)
             m1, hb, m2, fm = m1 + share * r[0], hb + share * r[1], m2 + share * r[2], fm + share * r[3]
             o1 += share * r[4]
         miss_frac_a += sec_w * m1
