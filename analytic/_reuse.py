@@ -576,7 +576,10 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     ``b_hold`` counts the line's set's visits exactly (`_geometry.b_hold_in_set`), so the round between the
     slice's last sharer and this CTA is added to the window. ``a_rounds``: per distance d in filter positions,
     the rounds' worth of A lines (row 0) and B lines (row 1) a window of d positions holds, where not d rounds'
-    share (`miss_rows`; no columns: none).
+    share (`miss_rows`; no columns: none). ``phase_p`` / ``phase_rpl``: the classes of sets consecutive k-steps
+    walk and the k-steps a line (`_set_phase.fprop_block_phases`; 1 / 1: none), so that of the rounds a filter line
+    is away only those of its class count (`_in_class_rounds`). ``step_b``: x's pixels and w's filter rows are whole
+    lines (nhwc), the previous wave's filter window is counted in lines and judged at the LRU step, not the ramp.
 
     ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
     (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
@@ -701,7 +704,13 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                             hb_rep += 1.0 if x_t <= 1.0 else 0.0
                         hb_rep /= rows_t.shape[0]
                     else:
-                        hb_rep = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax_b) / ways, lo, hi)
+                        # the round's filter lines are counted exactly: where those alone fill the line's set, any A
+                        # line between evicts it (68 #64, nchw fp16 1x7: 256 filter lines a round on 4 x 64 ways, 7 %
+                        # of the in-step re-reads hit simulated, 55 % on the ramp)
+                        if gap_b * lines_b / nsb >= ways and lines_a_rnd > 0.0:
+                            hb_rep = 0.0
+                        else:
+                            hb_rep = _ramp(gap_b * (lines_b / nsb + lines_a_rnd / nmax_b) / ways, lo, hi)
                 hb = hb_rep
                 if not brep or bshare < 1.0:
                     # the filter sectors no earlier slot read at this round (strided dgrad: the slot's
