@@ -7,7 +7,9 @@ one set. The dense engine counts the other operand's lines in a window as spread
 two operands' set counts, so one operand crowding one set puts all of the other's lines there too. That
 holds for fprop, whose k-step reads the same channel block of x and of w (and their tensors start in
 the same phase); dgrad reads dy's filter block k0 and w's column block c0 (the CTA's), so the two cosets
-meet only where those phases agree."""
+meet only where those phases agree (`dgrad_phase_share`). In fprop the coset moves with the channel block,
+k-step by k-step, so a filter line away for some rounds meets only the rounds of its own coset
+(`fprop_block_phases`)."""
 from __future__ import annotations
 
 import functools
