@@ -65,7 +65,8 @@ def _set_ids(lines, slices, sets, index):
 
 #: windows of the strided pattern tabulated by `pattern_cliff`, in useful L2 capacities
 PATTERN_X_MAX = 1.5
-PATTERN_X = np.linspace(0.0, PATTERN_X_MAX, 61)
+PATTERN_N = 61
+PATTERN_X = np.linspace(0.0, PATTERN_X_MAX, PATTERN_N)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -22,6 +22,7 @@ from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_clas
 from ._l2 import (SPREAD_SAMPLES, banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
                   swept_rereads, tile_refetch_misses)
 from ._memo import memo
+from ._joint_l2 import joint_columns
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._filter_gaps import b_line_gaps, one_gap
@@ -754,6 +755,14 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     l2_tab = pattern_cliff(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, float(f.l2_capacity),
                            sw * C * eb, min(C, tk) * eb, LINE) if nhwc else None
     l2_tab = _NO_TABLE if l2_tab is None else l2_tab
+    if l2_tab.shape[0] > 1 and geo.op == "fprop" and layer.groups == 1:
+        # the windows of a few k-steps with their filter lines where they land (`_joint_l2`), the halo's too:
+        # near the cliff only
+        args = (rows_tm * lpr_a, b_lines_round, cap_lines, sw * C * eb, min(C, tk) * eb)
+        joint = joint_columns(layer, kernel, gpu, f, l2cls_halo, *args)
+        if joint is not None:
+            l2cls = joint if l2cls is l2cls_halo else joint_columns(layer, kernel, gpu, f, l2cls, *args)
+            l2cls_halo = joint
     # L1 set class of each filter position's A lines (nhwc, line-aligned pixels): positions whose
     # offsets differ by other than a multiple of the set step put their lines in other sets
     nphase = sets // nsa if nhwc and (C * eb) % LINE == 0 and nsa < sets else 1

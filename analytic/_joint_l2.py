@@ -1,0 +1,147 @@
+"""The L2 window of a reuse one k-step back, counted with the filter lines where they land (MODEL.md section 9,
+tenth session). Numpy, memoized.
+
+`_reuse.miss_rows` judges a within-CTA A reuse that misses the L1 against the L2 on the wave's window: A lines
+(``l2cls`` column 0 x the CTA's window) plus d rounds of the wave's filter lines (column 2). Where A's rows skip
+lines (a channel block narrower than a pixel of several lines, nhwc), `_l2.pattern_cliff` counts A's own lines
+set by set through the GPU's slice and set functions, and the filter lines were added to its x as though they
+filled the sets as evenly as A's. They do not: they land in sets of their own, by their own addresses. Where A's
+lines fill every set to just under the ways, the few sets that also get a filter line overflow, and A's lines
+there miss; where A's lines fill only some sets to the brim, the filter lines may land in the others.
+
+Seed 67 #51 (C 1024 fp16, lines 16 apart, a v100 with a quarter of its L2): the wave's A lines at one channel
+block are 0.94 of the L2 and the filter lines 0.02. The pattern table put no line in an overfull set; counted
+with the filter rows' own lines (`tensor_bases`: w after x), 9.1 % of A's lines are, at every channel block.
+Replayed (`validation.l2_replay`), 13 % of the reuses one k-step back miss the L2. Seed 36 #91 (C 256 fp32,
+lines 8 apart, a p100 with a quarter of its L2): at x = 0.51 every A line sits in a set holding the ways, and
+the filter lines land in none of those sets; replayed, none of those reuses miss. Spreading the filter lines
+evenly but apart from A's (a probe) gave 67 #51 -42.7 -> -13.7 % but 36 #91 0.0 -> +46.2 %: only their
+addresses decide.
+
+Counted here for fprop (A = x from byte 0, B = w's filter rows, `traces.stream.tensor_bases`) and the first
+wave's window: its A lines are the prefix of A's pattern (as `pattern_cliff`'s), its filter lines those of the
+wave's distinct tile columns from the first, at each of the first k-steps' offsets in the filter row (taps,
+then channel blocks: CUTLASS's order, DESIGN section 3), averaged. Only where a class's window one k-step back
+could reach a fuller set (its A and filter lines at least `JOINT_X_MIN` of the L2): elsewhere no set fills.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from traces.stream import tensor_bases
+
+from ._l2 import PATTERN_X, _block_residues, _set_ids
+from ._memo import memo
+
+__all__ = ["JOINT_X_MIN", "JOINT_STEPS", "JOINT_ROUNDS", "pattern_set_counts", "joint_cliff", "joint_columns"]
+
+#: a window one k-step back below this share of the L2 (A and filter lines) is left to the pattern table: no set
+#: fills (the fprop networks of the benchmark on the stock GPUs have none above it; 36 #91 sits at 0.51)
+JOINT_X_MIN = 0.5
+#: the k-steps whose filter offsets are averaged
+JOINT_STEPS = 4
+#: windows of 1 .. JOINT_ROUNDS k-steps are tabulated (further back, the pattern's cliff with the filter lines in
+#: its x, as before)
+JOINT_ROUNDS = 4
+
+
+@functools.lru_cache(maxsize=8)
+def pattern_set_counts(slices: int, sets: int, ways: int, index: str, capacity: float, pitch: int, width: int,
+                       line: int):
+    """(f, counts, over): A's pattern (``width`` bytes every ``pitch``, from byte 0) in prefixes of f[j] =
+    PATTERN_X[j] useful L2s of lines; counts[j, s] its lines in (slice, set) s (int32); over[j] the lines in
+    sets holding more than ``ways`` (`_l2.pattern_cliff`'s numerator). Read-only."""
+    cap = slices * sets * ways * capacity
+    step, residues = _block_residues(pitch, ((0, width),), line)
+    need = int(PATTERN_X[-1] * cap) + 1
+    reps = need // len(residues) + 1
+    lines = (np.arange(reps, dtype=np.int64)[:, None] * step + np.array(residues, np.int64)[None, :]).ravel()[:need]
+    f = np.minimum(np.maximum(1, (PATTERN_X * cap).astype(np.int64)), lines.shape[0])
+    sid = _set_ids(lines, slices, sets, index)
+    counts = np.zeros((f.shape[0], slices * sets), np.int32)
+    run = np.zeros(slices * sets, np.int64)
+    done = 0
+    for j in range(1, f.shape[0]):
+        if f[j] > done:
+            run += np.bincount(sid[done:f[j]], minlength=run.shape[0])
+            done = f[j]
+        counts[j] = run
+    over = (counts * (counts > ways)).sum(axis=1).astype(np.float64)
+    for a in (f, counts, over):
+        a.setflags(write=False)
+    return f, counts, over
+
+
+def joint_cliff(gpu, capacity: float, pitch: int, width: int, b_lines: tuple) -> np.ndarray:
+    """P(miss) of A's pattern prefix at each PATTERN_X (A lines only) with the filter lines of ``b_lines``
+    (one array of line numbers per k-step, averaged) in the same sets: the share of A's lines in sets holding
+    more than the ways of A's and B's together."""
+    f, counts, over = pattern_set_counts(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index,
+                                         float(capacity), pitch, width, gpu.line_bytes)
+    ways = gpu.l2_ways
+    nsets = counts.shape[1]
+    out = np.zeros(f.shape[0], np.float64)
+    for lines in b_lines:
+        cb = np.bincount(_set_ids(lines, gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_index), minlength=nsets)
+        s = np.nonzero(cb)[0]
+        ca = counts[:, s]
+        # A's lines that a filter line pushes over the ways (those already over are in ``over``)
+        pushed = (ca * ((ca + cb[s] > ways) & (ca <= ways))).sum(axis=1)
+        out += (over + pushed) / f
+    return out / len(b_lines)
+
+
+def _filter_lines(layer, kernel, line, columns, rounds=1):
+    """The filter lines of ``columns`` tile columns from the first that ``rounds`` consecutive k-steps read,
+    from each of the first `JOINT_STEPS` k-steps (fprop: the taps of a channel block, then the next block;
+    their offsets in a filter row)."""
+    eb = kernel.elem_bytes
+    _x, w_base, _y = tensor_bases(layer, kernel)
+    frow = layer.r * layer.s * layer.c * eb
+    rows = np.arange(min(layer.k, columns * kernel.tile_n), dtype=np.int64)
+    width = min(layer.c, kernel.tile_k) * eb
+    taps = layer.r * layer.s
+    ksteps = taps * -(-layer.c // kernel.tile_k)
+    out = []
+    for q in range(min(JOINT_STEPS, max(1, ksteps - rounds + 1))):
+        parts = []
+        for u in range(q, min(q + rounds, ksteps)):
+            off = (u % taps) * layer.c * eb + (u // taps) * kernel.tile_k * eb
+            parts.append((w_base + rows * frow + off) // line)
+            parts.append((w_base + rows * frow + off + width - 1) // line)
+        out.append(np.unique(np.concatenate(parts)))
+    return tuple(out)
+
+
+@memo(256)
+def _joint_rows(layer, kernel, gpu, capacity, pitch, width, columns):
+    """`joint_cliff` of the windows of 1 .. `JOINT_ROUNDS` k-steps with ``columns`` tile columns' filter lines, one
+    row (memoized by layer shape: a class's window and its halo's share it; 0.5 ms a window on a v100)."""
+    out = np.concatenate([joint_cliff(gpu, capacity, pitch, width, _filter_lines(layer, kernel, gpu.line_bytes,
+                                                                                 columns, d))
+                          for d in range(1, JOINT_ROUNDS + 1)])
+    out.setflags(write=False)
+    return out
+
+
+def joint_columns(layer, kernel, gpu, f, l2cls, tile_lines, b_lines_round, cap_lines, pitch, width):
+    """``l2cls`` (`_schedule.l2_classes`' rows, with the followers' columns 4 and 5 or zeros there) and, per row,
+    `joint_cliff` of its windows d = 1 .. `JOINT_ROUNDS` k-steps back, ``PATTERN_N`` columns each: the wave's
+    distinct tile columns (column 2 over one CTA's ``b_lines_round``) of filter lines for d k-steps. None where
+    no class's window one k-step back (A: ``tile_lines`` a CTA, at most column 1; a round's filter lines) reaches
+    `JOINT_X_MIN` of the L2: there no set fills, and the tables (some milliseconds) are not needed."""
+    if l2cls.shape[0] == 0 or l2cls[0, 0] <= 0.0 or b_lines_round <= 0.0:
+        return None
+    near = False
+    for c in range(l2cls.shape[0]):
+        if min(l2cls[c, 0] * tile_lines, l2cls[c, 1]) + l2cls[c, 2] >= JOINT_X_MIN:
+            near = True
+    if not near:
+        return None
+    rows = [_joint_rows(layer, kernel, gpu, float(f.l2_capacity), pitch, width,
+                        max(1, int(round(l2cls[c, 2] * cap_lines / b_lines_round)))) for c in range(l2cls.shape[0])]
+    head = np.zeros((l2cls.shape[0], 6), np.float64)
+    head[:, :min(6, l2cls.shape[1])] = l2cls[:, :6]
+    return np.ascontiguousarray(np.hstack([head, np.array(rows)]))
