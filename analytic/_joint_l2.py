@@ -26,7 +26,7 @@ could reach a fuller set (its A and filter lines at least `JOINT_X_MIN` of the L
 """
 from __future__ import annotations
 
-import functools
+import math
 
 import numpy as np
 
@@ -35,62 +35,73 @@ from traces.stream import tensor_bases
 from ._l2 import PATTERN_X, _block_residues, _set_ids
 from ._memo import memo
 
-__all__ = ["JOINT_X_MIN", "JOINT_STEPS", "JOINT_ROUNDS", "pattern_set_counts", "joint_cliff", "joint_columns"]
+__all__ = ["JOINT_X_MIN", "JOINT_STEPS", "JOINT_ROUNDS", "JOINT_PLACES", "joint_tables", "joint_cliff", "joint_columns"]
 
 #: a window one k-step back below this share of the L2 (A and filter lines) is left to the pattern table: no set
 #: fills (the fprop networks of the benchmark on the stock GPUs have none above it; 36 #91 sits at 0.51)
 JOINT_X_MIN = 0.5
 #: the k-steps whose filter offsets are averaged
 JOINT_STEPS = 4
+#: A's window at this many places spread evenly over x, averaged where it fits (the seventh session found the
+#: xor hash's spread depends on the place: 64 #47's rounds of lines 4 apart fill their sets evenly from line 0,
+#: and put every line in a set of 7 over 4 ways from line 57,344; MODEL.md section 8)
+JOINT_PLACES = 8
 #: windows of 1 .. JOINT_ROUNDS k-steps are tabulated (further back, the pattern's cliff with the filter lines in
 #: its x, as before)
 JOINT_ROUNDS = 4
 
 
-@functools.lru_cache(maxsize=8)
-def pattern_set_counts(slices: int, sets: int, ways: int, index: str, capacity: float, pitch: int, width: int,
-                       line: int):
-    """(f, counts, over): A's pattern (``width`` bytes every ``pitch``, from byte 0) in prefixes of f[j] =
-    PATTERN_X[j] useful L2s of lines; counts[j, s] its lines in (slice, set) s (int32); over[j] the lines in
-    sets holding more than ``ways`` (`_l2.pattern_cliff`'s numerator). Read-only."""
-    cap = slices * sets * ways * capacity
+def joint_tables(gpu, capacity: float, pitch: int, width: int, places: tuple, span: int, b_lines: tuple) -> np.ndarray:
+    """P(miss) of A's pattern window at each PATTERN_X (A's lines only, in useful L2s) with filter lines in the
+    same sets: the share of A's lines in sets holding more than the ways of A's and the filter's together. One
+    row per entry of ``b_lines`` (a window's rounds: a tuple of line arrays, one per k-step it may start at,
+    averaged). A's window is ``width`` bytes every ``pitch`` from pixel p0 on, for each p0 of ``places``
+    (multiples of the pattern's period, 0 first), averaged over the places where it fits in the tensor's
+    ``span`` pixels (p0 = 0 always: there the pattern runs on, as `_l2.pattern_cliff`'s)."""
+    slices, sets, ways, index, line = gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, gpu.line_bytes
+    nsets = slices * sets
+    cap = nsets * ways * capacity
     step, residues = _block_residues(pitch, ((0, width),), line)
+    period = line // math.gcd(pitch, line)             # pixels a period of the pattern: ``step`` lines on
+    per = len(residues)
     need = int(PATTERN_X[-1] * cap) + 1
-    reps = need // len(residues) + 1
-    lines = (np.arange(reps, dtype=np.int64)[:, None] * step + np.array(residues, np.int64)[None, :]).ravel()[:need]
-    f = np.minimum(np.maximum(1, (PATTERN_X * cap).astype(np.int64)), lines.shape[0])
-    sid = _set_ids(lines, slices, sets, index)
-    counts = np.zeros((f.shape[0], slices * sets), np.int32)
-    run = np.zeros(slices * sets, np.int64)
-    done = 0
-    for j in range(1, f.shape[0]):
-        if f[j] > done:
-            run += np.bincount(sid[done:f[j]], minlength=run.shape[0])
+    f = np.maximum(1, (PATTERN_X * cap).astype(np.int64))
+    # the filter lines' sets: per round count and start, their lines in each set of the union
+    sids = [[_set_ids(np.asarray(x, np.int64), slices, sets, index) for x in steps] for steps in b_lines]
+    union = np.unique(np.concatenate([x for steps in sids for x in steps] + [np.zeros(0, np.int64)]))
+    cb = [np.array([np.bincount(np.searchsorted(union, x), minlength=union.shape[0]) for x in steps]).reshape(
+        len(steps), union.shape[0]) for steps in sids]
+    total = np.zeros((len(b_lines), f.shape[0]), np.float64)
+    weight = np.zeros(f.shape[0], np.float64)
+    for p0 in places:
+        avail = need if p0 == 0 else (span - p0) // period * per        # the tensor's lines from p0 on
+        count = min(need, avail)
+        if count < 1:
+            continue
+        lines = (np.arange(count // per + 1, dtype=np.int64)[:, None] * step
+                 + np.array(residues, np.int64)[None, :]).ravel()[:count] + p0 // period * step
+        sid = _set_ids(lines, slices, sets, index)
+        counts = np.zeros(nsets, np.int64)
+        done = 0
+        for j in range(1, f.shape[0]):
+            if f[j] > count:
+                break                                   # the window runs past the tensor's end: not this place
+            counts += np.bincount(sid[done:f[j]], minlength=nsets)
             done = f[j]
-        counts[j] = run
-    over = (counts * (counts > ways)).sum(axis=1).astype(np.float64)
-    for a in (f, counts, over):
-        a.setflags(write=False)
-    return f, counts, over
+            over = float((counts * (counts > ways)).sum())
+            ca = counts[union]
+            for d, c in enumerate(cb):
+                # A's lines that the round's filter lines push over the ways (those already over: ``over``)
+                pushed = (ca * ((ca + c > ways) & (ca <= ways))).sum(axis=1).mean() if c.shape[0] else 0.0
+                total[d, j] += (over + pushed) / f[j]
+            weight[j] += 1.0
+    return total / np.maximum(weight, 1.0)
 
 
 def joint_cliff(gpu, capacity: float, pitch: int, width: int, b_lines: tuple) -> np.ndarray:
-    """P(miss) of A's pattern prefix at each PATTERN_X (A lines only) with the filter lines of ``b_lines``
-    (one array of line numbers per k-step, averaged) in the same sets: the share of A's lines in sets holding
-    more than the ways of A's and B's together."""
-    f, counts, over = pattern_set_counts(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index,
-                                         float(capacity), pitch, width, gpu.line_bytes)
-    ways = gpu.l2_ways
-    nsets = counts.shape[1]
-    out = np.zeros(f.shape[0], np.float64)
-    for lines in b_lines:
-        cb = np.bincount(_set_ids(lines, gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_index), minlength=nsets)
-        s = np.nonzero(cb)[0]
-        ca = counts[:, s]
-        # A's lines that a filter line pushes over the ways (those already over are in ``over``)
-        pushed = (ca * ((ca + cb[s] > ways) & (ca <= ways))).sum(axis=1)
-        out += (over + pushed) / f
-    return out / len(b_lines)
+    """`joint_tables` of one window from pixel 0 with the filter lines of ``b_lines`` (one array of line numbers
+    per k-step, averaged)."""
+    return joint_tables(gpu, capacity, pitch, width, (0,), 0, (tuple(b_lines),))[0]
 
 
 def _filter_lines(layer, kernel, line, columns, rounds=1):
@@ -117,11 +128,15 @@ def _filter_lines(layer, kernel, line, columns, rounds=1):
 
 @memo(256)
 def _joint_rows(layer, kernel, gpu, capacity, pitch, width, columns):
-    """`joint_cliff` of the windows of 1 .. `JOINT_ROUNDS` k-steps with ``columns`` tile columns' filter lines, one
-    row (memoized by layer shape: a class's window and its halo's share it; 0.5 ms a window on a v100)."""
-    out = np.concatenate([joint_cliff(gpu, capacity, pitch, width, _filter_lines(layer, kernel, gpu.line_bytes,
-                                                                                 columns, d))
-                          for d in range(1, JOINT_ROUNDS + 1)])
+    """`joint_tables` of the windows of 1 .. `JOINT_ROUNDS` k-steps with ``columns`` tile columns' filter lines,
+    at `JOINT_PLACES` places spread over x, one row (memoized by layer shape: a class's window and its halo's
+    share it)."""
+    span = layer.n * layer.h * layer.w * layer.c * kernel.elem_bytes // pitch
+    period = gpu.line_bytes // math.gcd(pitch, gpu.line_bytes)
+    places = tuple(sorted({k * span // JOINT_PLACES // period * period for k in range(JOINT_PLACES)}))
+    out = joint_tables(gpu, capacity, pitch, width, places, span,
+                       tuple(_filter_lines(layer, kernel, gpu.line_bytes, columns, d)
+                             for d in range(1, JOINT_ROUNDS + 1))).ravel()
     out.setflags(write=False)
     return out
 

@@ -3,17 +3,17 @@
 `joint_cliff` against a naive sliced L2 (tests/naive_cache.py): A's pattern lines swept, then the filter lines,
 then A's again; the second sweep's misses are the reuses that the window (A's other lines and the filter lines)
 evicts. And the model on the case it was found on, against its stored simulated figures."""
+import math
 import types
 
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import simcore
 import traces
 from analytic import predict_layer
 from analytic._memo import clear_memo
-from analytic._joint_l2 import JOINT_ROUNDS, JOINT_X_MIN, _filter_lines, joint_columns, joint_cliff, pattern_set_counts
+from analytic._joint_l2 import JOINT_ROUNDS, JOINT_X_MIN, _filter_lines, joint_columns, joint_cliff, joint_tables
 from analytic._l2 import PATTERN_X, pattern_cliff
 from simcore.config import CacheConfig
 
@@ -63,16 +63,52 @@ def test_joint_cliff_against_a_naive_l2(slices, sets, ways, index, pitch32, widt
         assert abs(tab[i] - want) < 1e-12, (i, count, tab[i], want)
 
 
+def lines_from(pitch, width, first_px, count):
+    """The first ``count`` distinct lines of rows of ``width`` bytes every ``pitch`` bytes from pixel ``first_px``."""
+    out, row = [], first_px
+    while len(out) < count:
+        for line in range(row * pitch // LINE, (row * pitch + width - 1) // LINE + 1):
+            if not out or line > out[-1]:
+                out.append(line)
+        row += 1
+    return out[:count]
+
+
+@given(st.sampled_from([4, 8]), st.sampled_from([8, 16]), st.sampled_from([2, 4]), st.sampled_from(["xor", "linear"]),
+       st.integers(5, 24), st.integers(1, 6), st.integers(1, 40), st.integers(1, 200), st.data())
+@settings(max_examples=20, deadline=None)
+def test_joint_tables_average_the_places_where_the_window_fits(slices, sets, ways, index, pitch32, width16, k, m,
+                                                              data):
+    """Two places: pixel 0 and p0 = k periods on, in a tensor of p0 + m periods. At each x the table is the mean
+    of the two places' naive second-sweep misses where the window's lines fit in the tensor from p0, else pixel
+    0's; one row per round entry, each with its own filter lines."""
+    pitch, width = pitch32 * 32, min(width16 * 16, pitch32 * 32 - 16)
+    if pattern_cliff(slices, sets, ways, index, 1.0, pitch, width, LINE) is None:
+        return
+    period = LINE // math.gcd(pitch, LINE)
+    per = len({ln for i in range(period) for ln in range(i * pitch // LINE, (i * pitch + width - 1) // LINE + 1)})
+    p0, span = k * period, (k + m) * period
+    cap = slices * sets * ways
+    base = data.draw(st.integers(10 * cap, 40 * cap))
+    rounds = tuple((np.array(sorted(set(data.draw(st.lists(st.integers(base, base + 8 * cap), min_size=1,
+                                                           max_size=30)))), np.int64),) for _ in range(2))
+    tab = joint_tables(small_gpu(slices, sets, ways, index), 1.0, pitch, width, (0, p0), span, rounds)
+    assert tab.shape == (2, len(PATTERN_X))
+    for i in data.draw(st.lists(st.integers(1, len(PATTERN_X) - 1), min_size=1, max_size=3)):
+        count = max(1, int(PATTERN_X[i] * cap))
+        for row, (b,) in enumerate(rounds):
+            want = naive_joint(lines_from(pitch, width, 0, count), b, slices, sets, ways, index)
+            if count <= m * per:
+                want = 0.5 * (want + naive_joint(lines_from(pitch, width, p0, count), b, slices, sets, ways, index))
+            assert abs(tab[row, i] - want) < 1e-12, (row, i, count, tab[row, i], want)
+
+
 def test_no_filter_lines_is_the_pattern_table():
-    """With no filter lines the joint table is `pattern_cliff`'s; ``over`` / f is its numerator."""
+    """With no filter lines the joint table from pixel 0 is `pattern_cliff`'s."""
     gpu = small_gpu(8, 16, 4, "xor")
     tab = joint_cliff(gpu, 1.0, 512, 64, (np.zeros(0, np.int64),))
     want = pattern_cliff(8, 16, 4, "xor", 1.0, 512, 64, LINE)
     assert np.array_equal(tab, want)
-    f, counts, over = pattern_set_counts(8, 16, 4, "xor", 1.0, 512, 64, LINE)
-    assert np.array_equal(counts.sum(axis=1), np.where(np.arange(len(f)) == 0, 0, f))
-    with pytest.raises(ValueError):
-        counts[1, 0] = 7                          # read-only: memoized
 
 
 def test_filter_lines_follow_the_tensor_placement():
