@@ -1,28 +1,33 @@
-"""The L2 window of a reuse one k-step back, counted with the filter lines where they land (MODEL.md section 9,
-tenth session). Numpy, memoized.
+"""The L2 window of an A reuse one to four k-steps back, counted with the filter lines where they land, at
+several places of A's window (MODEL.md sections 3 and 9, tenth session). Numpy, memoized.
 
 `_reuse.miss_rows` judges a within-CTA A reuse that misses the L1 against the L2 on the wave's window: A lines
 (``l2cls`` column 0 x the CTA's window) plus d rounds of the wave's filter lines (column 2). Where A's rows skip
 lines (a channel block narrower than a pixel of several lines, nhwc), `_l2.pattern_cliff` counts A's own lines
-set by set through the GPU's slice and set functions, and the filter lines were added to its x as though they
-filled the sets as evenly as A's. They do not: they land in sets of their own, by their own addresses. Where A's
-lines fill every set to just under the ways, the few sets that also get a filter line overflow, and A's lines
-there miss; where A's lines fill only some sets to the brim, the filter lines may land in the others.
+set by set through the GPU's slice and set functions, from line 0, and the filter lines were added to its x as
+though they filled the sets as evenly as A's. Neither holds.
 
-Seed 67 #51 (C 1024 fp16, lines 16 apart, a v100 with a quarter of its L2): the wave's A lines at one channel
-block are 0.94 of the L2 and the filter lines 0.02. The pattern table put no line in an overfull set; counted
-with the filter rows' own lines (`tensor_bases`: w after x), 9.1 % of A's lines are, at every channel block.
-Replayed (`validation.l2_replay`), 13 % of the reuses one k-step back miss the L2. Seed 36 #91 (C 256 fp32,
-lines 8 apart, a p100 with a quarter of its L2): at x = 0.51 every A line sits in a set holding the ways, and
-the filter lines land in none of those sets; replayed, none of those reuses miss. Spreading the filter lines
-evenly but apart from A's (a probe) gave 67 #51 -42.7 -> -13.7 % but 36 #91 0.0 -> +46.2 %: only their
-addresses decide.
+* The filter lines land in sets of their own addresses. Where A's lines fill every set to just under the ways,
+  the few sets that also get a filter line overflow, and A's lines there miss; where A's lines fill only some
+  sets to the brim, the filter lines may land in the others. Seed 67 #51 (C 1024 fp16, lines 16 apart, a v100
+  with a quarter of its L2): the wave's A lines at one channel block are 0.94 of the L2 and the filter lines
+  0.02; counted with the filter rows' own lines (`tensor_bases`: w after x), 9.1 % of A's lines sit in sets
+  over the ways, at every channel block (replayed, `validation.l2_replay`: 13 % of the reuses one k-step back
+  miss the L2; the pattern table: none). Seed 36 #91 (C 256 fp32, lines 8 apart, a p100 with a quarter of its
+  L2): at x = 0.51 every A line sits in a set holding the ways and the filter lines land in none of them;
+  replayed, none of those reuses miss. Spreading the filter lines evenly but apart from A's (a probe) gave
+  67 #51 -42.7 -> -13.7 % but 36 #91 0.0 -> +46.2 %: only their addresses decide.
+* The xor hash folds a line's bits 14 and up into its slice: a pattern that spreads evenly from line 0 may put
+  every line of a window further on in overfull sets. Seed 64 #47 (lines 4 apart, a p100 with a quarter of its
+  L2): a window of 0.44 L2s has none of its lines in overfull sets from line 0, all of them from line 26,364.
+  A's window is therefore counted at `JOINT_PLACES` places spread over x, where it fits in x (pixel 0 always:
+  a window that spans the whole tensor has one place, 67 #51's and 36 #91's).
 
-Counted here for fprop (A = x from byte 0, B = w's filter rows, `traces.stream.tensor_bases`) and the first
-wave's window: its A lines are the prefix of A's pattern (as `pattern_cliff`'s), its filter lines those of the
-wave's distinct tile columns from the first, at each of the first k-steps' offsets in the filter row (taps,
-then channel blocks: CUTLASS's order, DESIGN section 3), averaged. Only where a class's window one k-step back
-could reach a fuller set (its A and filter lines at least `JOINT_X_MIN` of the L2): elsewhere no set fills.
+Counted for fprop (A = x from byte 0, B = w's filter rows, `traces.stream.tensor_bases`): the filter lines of
+the first wave's distinct tile columns for d = 1 .. `JOINT_ROUNDS` consecutive k-steps, from each of the first
+`JOINT_STEPS` k-steps (taps, then channel blocks: CUTLASS's order, DESIGN section 3), averaged. Only where a
+class's window one k-step back reaches `JOINT_X_MIN` of the L2: the tables cost 30-45 ms a layer shape on the
+random cases' small L2s.
 """
 from __future__ import annotations
 
