@@ -26,7 +26,7 @@ though they filled the sets as evenly as A's. Neither holds.
 Counted for fprop (A = x from byte 0, B = w's filter rows, `traces.stream.tensor_bases`): the filter lines of
 the first wave's distinct tile columns for d = 1 .. `JOINT_ROUNDS` consecutive k-steps, from each of the first
 `JOINT_STEPS` k-steps (taps, then channel blocks: CUTLASS's order, DESIGN section 3), averaged. Only where a
-class's window one k-step back reaches `JOINT_X_MIN` of the L2: the tables cost 30-45 ms a layer shape on the
+class's window one k-step back reaches `JOINT_X_MIN` of the L2: the tables cost 17-23 ms a layer shape on the
 random cases' small L2s.
 """
 from __future__ import annotations
@@ -74,8 +74,15 @@ def joint_tables(gpu, capacity: float, pitch: int, width: int, places: tuple, sp
     # the filter lines' sets: per round count and start, their lines in each set of the union
     sids = [[_set_ids(np.asarray(x, np.int64), slices, sets, index) for x in steps] for steps in b_lines]
     union = np.unique(np.concatenate([x for steps in sids for x in steps] + [np.zeros(0, np.int64)]))
-    cb = [np.array([np.bincount(np.searchsorted(union, x), minlength=union.shape[0]) for x in steps]).reshape(
-        len(steps), union.shape[0]) for steps in sids]
+    # one row a (round, start) and the rounds' weights over them (their starts averaged): one product a prefix
+    cb = np.zeros((sum(len(steps) for steps in sids), union.shape[0]), np.int64)
+    avg = np.zeros((len(sids), cb.shape[0]), np.float64)
+    row = 0
+    for d, steps in enumerate(sids):
+        for x in steps:
+            cb[row] = np.bincount(np.searchsorted(union, x), minlength=union.shape[0])
+            avg[d, row] = 1.0 / len(steps)
+            row += 1
     total = np.zeros((len(b_lines), f.shape[0]), np.float64)
     weight = np.zeros(f.shape[0], np.float64)
     for p0 in places:
@@ -95,10 +102,9 @@ def joint_tables(gpu, capacity: float, pitch: int, width: int, places: tuple, sp
             done = f[j]
             over = float((counts * (counts > ways)).sum())
             ca = counts[union]
-            for d, c in enumerate(cb):
-                # A's lines that the round's filter lines push over the ways (those already over: ``over``)
-                pushed = (ca * ((ca + c > ways) & (ca <= ways))).sum(axis=1).mean() if c.shape[0] else 0.0
-                total[d, j] += (over + pushed) / f[j]
+            # A's lines that each round's filter lines push over the ways (those already over: ``over``)
+            pushed = avg @ (ca * ((ca + cb > ways) & (ca <= ways))).sum(axis=1)
+            total[:, j] += (over + pushed) / f[j]
             weight[j] += 1.0
     return total / np.maximum(weight, 1.0)
 

@@ -64,17 +64,6 @@ def test_joint_cliff_against_a_naive_l2(slices, sets, ways, index, pitch32, widt
         assert abs(tab[i] - want) < 1e-12, (i, count, tab[i], want)
 
 
-def lines_from(pitch, width, first_px, count):
-    """The first ``count`` distinct lines of rows of ``width`` bytes every ``pitch`` bytes from pixel ``first_px``."""
-    out, row = [], first_px
-    while len(out) < count:
-        for line in range(row * pitch // LINE, (row * pitch + width - 1) // LINE + 1):
-            if not out or line > out[-1]:
-                out.append(line)
-        row += 1
-    return out[:count]
-
-
 @given(st.sampled_from([4, 8]), st.sampled_from([8, 16]), st.sampled_from([2, 4]), st.sampled_from(["xor", "linear"]),
        st.integers(5, 24), st.integers(1, 6), st.integers(1, 40), st.integers(1, 200), st.data())
 @settings(max_examples=20, deadline=None)
@@ -98,9 +87,9 @@ def test_joint_tables_average_the_places_where_the_window_fits(slices, sets, way
     for i in data.draw(st.lists(st.integers(1, len(PATTERN_X) - 1), min_size=1, max_size=3)):
         count = max(1, int(PATTERN_X[i] * cap))
         for row, (b,) in enumerate(rounds):
-            want = naive_joint(lines_from(pitch, width, 0, count), b, slices, sets, ways, index)
+            want = naive_joint(pattern_lines(pitch, width, count), b, slices, sets, ways, index)
             if count <= m * per:
-                want = 0.5 * (want + naive_joint(lines_from(pitch, width, p0, count), b, slices, sets, ways, index))
+                want = 0.5 * (want + naive_joint(pattern_lines(pitch, width, count, p0), b, slices, sets, ways, index))
             assert abs(tab[row, i] - want) < 1e-12, (row, i, count, tab[row, i], want)
 
 

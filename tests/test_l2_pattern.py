@@ -11,9 +11,9 @@ from .naive_cache import NaiveHierarchy
 LINE = 128
 
 
-def pattern_lines(pitch, width, count):
-    """The first ``count`` distinct lines of rows of ``width`` bytes every ``pitch`` bytes."""
-    out, row = [], 0
+def pattern_lines(pitch, width, count, first_px=0):
+    """The first ``count`` distinct lines of rows of ``width`` bytes every ``pitch`` bytes (from row ``first_px``)."""
+    out, row = [], first_px
     while len(out) < count:
         for line in range(row * pitch // LINE, (row * pitch + width - 1) // LINE + 1):
             if not out or line > out[-1]:
