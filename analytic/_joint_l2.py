@@ -1,5 +1,5 @@
-"""The L2 window of an A reuse one to four k-steps back, counted with the filter lines where they land, at
-several places of A's window (MODEL.md sections 3 and 9, tenth session). Numpy, memoized.
+"""The L2 window of an A reuse one to four k-steps back, counted with the filter lines where they land, at the
+places where the waves' windows start (MODEL.md sections 3 and 9, tenth session). Numpy, memoized.
 
 `_reuse.miss_rows` judges a within-CTA A reuse that misses the L1 against the L2 on the wave's window: A lines
 (``l2cls`` column 0 x the CTA's window) plus d rounds of the wave's filter lines (column 2). Where A's rows skip
@@ -20,8 +20,10 @@ though they filled the sets as evenly as A's. Neither holds.
 * The xor hash folds a line's bits 14 and up into its slice: a pattern that spreads evenly from line 0 may put
   every line of a window further on in overfull sets. Seed 64 #47 (lines 4 apart, a p100 with a quarter of its
   L2): a window of 0.44 L2s has none of its lines in overfull sets from line 0, all of them from line 26,364.
-  A's window is therefore counted at `JOINT_PLACES` places spread over x, where it fits in x (pixel 0 always:
-  a window that spans the whole tensor has one place, 67 #51's and 36 #91's).
+  A's window is therefore counted from the rows where the grid's waves start (`wave_places`: at most
+  `JOINT_PLACES` waves), where it fits in x (row 0 always: a window that spans the whole tensor has one place,
+  67 #51's and 36 #91's). Places spread evenly over x instead (a probe) moved vgg16 on a v100 with half its L2
+  by up to 8 points where no wave's window starts.
 
 Counted for fprop (A = x from byte 0, B = w's filter rows, `traces.stream.tensor_bases`): the filter lines of
 the first wave's distinct tile columns for d = 1 .. `JOINT_ROUNDS` consecutive k-steps, from each of the first
@@ -40,16 +42,17 @@ from traces.stream import tensor_bases
 from ._l2 import PATTERN_X, _block_residues, _set_ids
 from ._memo import memo
 
-__all__ = ["JOINT_X_MIN", "JOINT_STEPS", "JOINT_ROUNDS", "JOINT_PLACES", "joint_tables", "joint_cliff", "joint_columns"]
+__all__ = ["JOINT_X_MIN", "JOINT_STEPS", "JOINT_ROUNDS", "JOINT_PLACES", "joint_tables", "joint_cliff", "joint_columns",
+           "wave_places"]
 
 #: a window one k-step back below this share of the L2 (A and filter lines) is left to the pattern table: no set
 #: fills (the fprop networks of the benchmark on the stock GPUs have none above it; 36 #91 sits at 0.51)
 JOINT_X_MIN = 0.5
 #: the k-steps whose filter offsets are averaged
 JOINT_STEPS = 4
-#: A's window at this many places spread evenly over x, averaged where it fits (the seventh session found the
-#: xor hash's spread depends on the place: 64 #47's rounds of lines 4 apart fill their sets evenly from line 0,
-#: and put every line in a set of 7 over 4 ways from line 57,344; MODEL.md section 8)
+#: A's window from the first rows of at most this many waves (spread over the grid's), averaged where it fits (the
+#: seventh session found the xor hash's spread depends on the place: 64 #47's rounds of lines 4 apart fill their
+#: sets evenly from line 0, and put every line in a set of 7 over 4 ways from line 57,344; MODEL.md section 8)
 JOINT_PLACES = 8
 #: windows of 1 .. JOINT_ROUNDS k-steps are tabulated (further back, the pattern's cliff with the filter lines in
 #: its x, as before)
@@ -137,14 +140,21 @@ def _filter_lines(layer, kernel, line, columns, rounds=1):
     return tuple(out)
 
 
+def wave_places(tiles_m, tiles_n, swz, per_wave, tile_m, period):
+    """The GEMM rows where waves' tiles start, in block order (CUTLASS's identity swizzle, DESIGN section 3: block
+    b is tile_m (b mod (tiles_m << swz)) >> swz), rounded down to the pattern's ``period``: at most `JOINT_PLACES`
+    waves, spread over the grid's, wave 0 (row 0) first."""
+    waves = -(-tiles_m * tiles_n // per_wave)
+    n = min(waves, JOINT_PLACES)
+    picks = {i * (waves - 1) // (n - 1) for i in range(n)} if n > 1 else {0}
+    return tuple(sorted({(((w * per_wave) % (tiles_m << swz)) >> swz) * tile_m // period * period for w in picks}))
+
+
 @memo(256)
-def _joint_rows(layer, kernel, gpu, capacity, pitch, width, columns):
+def _joint_rows(layer, kernel, gpu, capacity, pitch, width, columns, places):
     """`joint_tables` of the windows of 1 .. `JOINT_ROUNDS` k-steps with ``columns`` tile columns' filter lines,
-    at `JOINT_PLACES` places spread over x, one row (memoized by layer shape: a class's window and its halo's
-    share it)."""
+    at ``places`` (`wave_places`), one row (memoized by layer shape: a class's window and its halo's share it)."""
     span = layer.n * layer.h * layer.w * layer.c * kernel.elem_bytes // pitch
-    period = gpu.line_bytes // math.gcd(pitch, gpu.line_bytes)
-    places = tuple(sorted({k * span // JOINT_PLACES // period * period for k in range(JOINT_PLACES)}))
     out = joint_tables(gpu, capacity, pitch, width, places, span,
                        tuple(_filter_lines(layer, kernel, gpu.line_bytes, columns, d)
                              for d in range(1, JOINT_ROUNDS + 1))).ravel()
@@ -152,7 +162,7 @@ def _joint_rows(layer, kernel, gpu, capacity, pitch, width, columns):
     return out
 
 
-def joint_columns(layer, kernel, gpu, f, l2cls, tile_lines, b_lines_round, cap_lines, pitch, width):
+def joint_columns(layer, kernel, gpu, f, l2cls, tile_lines, b_lines_round, cap_lines, pitch, width, places=(0,)):
     """``l2cls`` (`_schedule.l2_classes`' rows, with the followers' columns 4 and 5 or zeros there) and, per row,
     `joint_cliff` of its windows d = 1 .. `JOINT_ROUNDS` k-steps back, ``PATTERN_N`` columns each: the wave's
     distinct tile columns (column 2 over one CTA's ``b_lines_round``) of filter lines for d k-steps. None where
@@ -167,7 +177,8 @@ def joint_columns(layer, kernel, gpu, f, l2cls, tile_lines, b_lines_round, cap_l
     if not near:
         return None
     rows = [_joint_rows(layer, kernel, gpu, float(f.l2_capacity), pitch, width,
-                        max(1, int(round(l2cls[c, 2] * cap_lines / b_lines_round)))) for c in range(l2cls.shape[0])]
+                        max(1, int(round(l2cls[c, 2] * cap_lines / b_lines_round))), places)
+            for c in range(l2cls.shape[0])]
     head = np.zeros((l2cls.shape[0], 6), np.float64)
     head[:, :min(6, l2cls.shape[1])] = l2cls[:, :6]
     return np.ascontiguousarray(np.hstack([head, np.array(rows)]))

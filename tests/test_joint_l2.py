@@ -14,7 +14,8 @@ import simcore
 import traces
 from analytic import predict_layer
 from analytic._memo import clear_memo
-from analytic._joint_l2 import JOINT_ROUNDS, JOINT_X_MIN, _filter_lines, joint_columns, joint_cliff, joint_tables
+from analytic._joint_l2 import (JOINT_PLACES, JOINT_ROUNDS, JOINT_X_MIN, _filter_lines, joint_cliff, joint_columns,
+                               joint_tables, wave_places)
 from analytic._l2 import PATTERN_X, pattern_cliff
 from simcore.config import CacheConfig
 
@@ -163,8 +164,8 @@ def test_the_window_at_its_places_against_the_simulation(monkeypatch):
     """Seed 64 #47 on 20 images (7x1, C 128 fp32, 32x32x32 tiles, a p100 with a quarter of its L2: 32 slices x 64
     sets x 4 ways). A round's A lines, 4 apart, are 0.44 of the L2: from line 0 the xor hash spreads them evenly,
     from line 26,364 it puts every one in a set of 8 (scratch `jointw.py`). Simulated, A's DRAM reads are 2.7
-    times A's size; the pattern table from line 0 alone saw no overfull set (-55.0 %); at eight places over x,
-    where the window fits, +10.4 %. On 12 images the tensor never reaches those places: both agree (-1.1 %)."""
+    times A's size; the pattern table from line 0 alone saw no overfull set (-55.0 %); at the waves' own places,
+    where the window fits, -5.4 %. On 12 images the tensor never reaches those places: both agree (-1.1 %)."""
     import analytic.model as model
     gpu = simcore.scale_gpu(simcore.gpu("p100"), {"l2_bytes": 0.25, "l1_smem_bytes": 2.0})
     kernel = traces.KernelConfig(tile_m=32, tile_n=32, tile_k=32, threads=64, vector=4, swizzle_log=1)
@@ -184,3 +185,20 @@ def test_the_window_at_its_places_against_the_simulation(monkeypatch):
             assert abs(now - sim) < 0.3 * abs(before - sim), (n, now, before, sim)
         else:
             assert now == pytest.approx(before, rel=0.01)
+
+
+@given(st.integers(1, 300), st.integers(1, 8), st.integers(0, 3), st.integers(1, 400), st.sampled_from([32, 64, 128, 256]),
+       st.sampled_from([1, 2, 4, 8]))
+@settings(max_examples=60, deadline=None)
+def test_wave_places_are_the_waves_first_tiles(tiles_m, tiles_n, swz, per_wave, tile_m, period):
+    """Block b of CUTLASS's identity swizzle is tile_m (b mod (tiles_m << swz)) >> swz (DESIGN section 3): each place
+    is the first row of some wave's first block, rounded down to the period; wave 0's row 0 is one; every wave's
+    where there are at most JOINT_PLACES waves."""
+    blocks = tiles_m * tiles_n
+    waves = -(-blocks // per_wave)
+    starts = [((w * per_wave) % (tiles_m << swz) >> swz) * tile_m // period * period for w in range(waves)]
+    places = wave_places(tiles_m, tiles_n, swz, per_wave, tile_m, period)
+    assert places[0] == 0 and list(places) == sorted(set(places))
+    assert set(places) <= set(starts) and len(places) <= JOINT_PLACES
+    if waves <= JOINT_PLACES:
+        assert set(places) == set(starts)
