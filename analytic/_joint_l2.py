@@ -162,10 +162,12 @@ def _joint_rows(layer, kernel, gpu, capacity, pitch, width, columns, places):
     return out
 
 
-def joint_columns(layer, kernel, gpu, f, l2cls, tile_lines, b_lines_round, cap_lines, pitch, width, places=(0,)):
+def joint_columns(layer, kernel, gpu, f, l2cls, tile_lines, b_lines_round, cap_lines, pitch, width, grid=None):
     """``l2cls`` (`_schedule.l2_classes`' rows, with the followers' columns 4 and 5 or zeros there) and, per row,
     `joint_cliff` of its windows d = 1 .. `JOINT_ROUNDS` k-steps back, ``PATTERN_N`` columns each: the wave's
-    distinct tile columns (column 2 over one CTA's ``b_lines_round``) of filter lines for d k-steps. None where
+    distinct tile columns (column 2 over one CTA's ``b_lines_round``) of filter lines for d k-steps, A's window from
+    the waves' first rows (``grid`` = (tiles_m, tiles_n, swizzle_log, CTAs a wave, tile_m): `wave_places`; row 0
+    alone where None). None where
     no class's window one k-step back (A: ``tile_lines`` a CTA, at most column 1; a round's filter lines) reaches
     `JOINT_X_MIN` of the L2: there no set fills, and the tables (some milliseconds) are not needed."""
     if l2cls.shape[0] == 0 or l2cls[0, 0] <= 0.0 or b_lines_round <= 0.0:
@@ -176,6 +178,8 @@ def joint_columns(layer, kernel, gpu, f, l2cls, tile_lines, b_lines_round, cap_l
             near = True
     if not near:
         return None
+    # the rows where the waves start (``grid``: tiles_m, tiles_n, swizzle, CTAs a wave, tile_m); row 0 alone without
+    places = (0,) if grid is None else wave_places(*grid, gpu.line_bytes // math.gcd(pitch, gpu.line_bytes))
     rows = [_joint_rows(layer, kernel, gpu, float(f.l2_capacity), pitch, width,
                         max(1, int(round(l2cls[c, 2] * cap_lines / b_lines_round))), places)
             for c in range(l2cls.shape[0])]

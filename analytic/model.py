@@ -22,7 +22,7 @@ from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_clas
 from ._l2 import (SPREAD_SAMPLES, banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
                   swept_rereads, tile_refetch_misses)
 from ._memo import memo
-from ._joint_l2 import joint_columns, wave_places
+from ._joint_l2 import joint_columns
 from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._filter_gaps import b_line_gaps, one_gap
@@ -758,8 +758,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     if l2_tab.shape[0] > 1 and geo.op == "fprop" and layer.groups == 1:
         # the windows of a few k-steps with their filter lines where they land (`_joint_l2`), the halo's too:
         # near the cliff only
-        places = wave_places(tiles_m, tiles_n, swz, per_wave, tm, LINE // math.gcd(sw * C * eb, LINE))
-        args = (rows_tm * lpr_a, b_lines_round, cap_lines, sw * C * eb, min(C, tk) * eb, places)
+        grid = (tiles_m, tiles_n, swz, per_wave, tm)         # the waves' places (`wave_places`), where needed
+        args = (rows_tm * lpr_a, b_lines_round, cap_lines, sw * C * eb, min(C, tk) * eb, grid)
         joint = joint_columns(layer, kernel, gpu, f, l2cls_halo, *args)
         if joint is not None:
             l2cls = joint if l2cls is l2cls_halo else joint_columns(layer, kernel, gpu, f, l2cls, *args)
