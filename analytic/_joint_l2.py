@@ -167,9 +167,9 @@ def joint_columns(layer, kernel, gpu, f, l2cls, tile_lines, b_lines_round, cap_l
     `joint_cliff` of its windows d = 1 .. `JOINT_ROUNDS` k-steps back, ``PATTERN_N`` columns each: the wave's
     distinct tile columns (column 2 over one CTA's ``b_lines_round``) of filter lines for d k-steps, A's window from
     the waves' first rows (``grid`` = (tiles_m, tiles_n, swizzle_log, CTAs a wave, tile_m): `wave_places`; row 0
-    alone where None). None where
-    no class's window one k-step back (A: ``tile_lines`` a CTA, at most column 1; a round's filter lines) reaches
-    `JOINT_X_MIN` of the L2: there no set fills, and the tables (some milliseconds) are not needed."""
+    alone where None). None where no class's window one k-step back (A: ``tile_lines`` a CTA, at most column 1; a
+    round's filter lines) reaches `JOINT_X_MIN` of the L2: there no set fills, and the tables (some milliseconds)
+    are not needed."""
     if l2cls.shape[0] == 0 or l2cls[0, 0] <= 0.0 or b_lines_round <= 0.0:
         return None
     near = False
