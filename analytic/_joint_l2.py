@@ -39,11 +39,10 @@ import numpy as np
 
 from traces.stream import tensor_bases
 
-from ._l2 import PATTERN_X, _block_residues, _set_ids
+from ._l2 import PATTERN_X, _block_residues, _set_ids, pattern_lines
 from ._memo import memo
 
-__all__ = ["JOINT_X_MIN", "JOINT_STEPS", "JOINT_ROUNDS", "JOINT_PLACES", "joint_tables", "joint_cliff", "joint_columns",
-           "wave_places"]
+__all__ = ["JOINT_X_MIN", "JOINT_STEPS", "JOINT_ROUNDS", "JOINT_PLACES", "joint_tables", "joint_columns", "wave_places"]
 
 #: a window one k-step back below this share of the L2 (A and filter lines) is left to the pattern table: no set
 #: fills (the fprop networks of the benchmark on the stock GPUs have none above it; 36 #91 sits at 0.51)
@@ -93,8 +92,7 @@ def joint_tables(gpu, capacity: float, pitch: int, width: int, places: tuple, sp
         count = min(need, avail)
         if count < 1:
             continue
-        lines = (np.arange(count // per + 1, dtype=np.int64)[:, None] * step
-                 + np.array(residues, np.int64)[None, :]).ravel()[:count] + p0 // period * step
+        lines = pattern_lines(step, residues, count, p0 // period * step)
         sid = _set_ids(lines, slices, sets, index)
         counts = np.zeros(nsets, np.int64)
         done = 0
@@ -110,12 +108,6 @@ def joint_tables(gpu, capacity: float, pitch: int, width: int, places: tuple, sp
             total[:, j] += (over + pushed) / f[j]
             weight[j] += 1.0
     return total / np.maximum(weight, 1.0)
-
-
-def joint_cliff(gpu, capacity: float, pitch: int, width: int, b_lines: tuple) -> np.ndarray:
-    """`joint_tables` of one window from pixel 0 with the filter lines of ``b_lines`` (one array of line numbers
-    per k-step, averaged)."""
-    return joint_tables(gpu, capacity, pitch, width, (0,), 0, (tuple(b_lines),))[0]
 
 
 def _filter_lines(layer, kernel, line, columns, rounds=1):
@@ -164,7 +156,7 @@ def _joint_rows(layer, kernel, gpu, capacity, pitch, width, columns, places):
 
 def joint_columns(layer, kernel, gpu, f, l2cls, tile_lines, b_lines_round, cap_lines, pitch, width, grid=None):
     """``l2cls`` (`_schedule.l2_classes`' rows, with the followers' columns 4 and 5 or zeros there) and, per row,
-    `joint_cliff` of its windows d = 1 .. `JOINT_ROUNDS` k-steps back, ``PATTERN_N`` columns each: the wave's
+    `joint_tables` of its windows d = 1 .. `JOINT_ROUNDS` k-steps back, ``PATTERN_N`` columns each: the wave's
     distinct tile columns (column 2 over one CTA's ``b_lines_round``) of filter lines for d k-steps, A's window from
     the waves' first rows (``grid`` = (tiles_m, tiles_n, swizzle_log, CTAs a wave, tile_m): `wave_places`; row 0
     alone where None). None where no class's window one k-step back (A: ``tile_lines`` a CTA, at most column 1; a

@@ -111,6 +111,13 @@ def _block_residues(pitch, blocks, line):
                                               (i * pitch + first + width - 1) // line + 1)}))
 
 
+def pattern_lines(step, residues, count, first=0):
+    """The first ``count`` lines j·step + r + ``first`` (r in ``residues``, ascending), j = 0, 1, ..."""
+    reps = count // len(residues) + 1
+    return (np.arange(reps, dtype=np.int64)[:, None] * step
+            + np.array(residues, np.int64)[None, :]).ravel()[:count] + first
+
+
 @functools.lru_cache(maxsize=1024)
 def blocks_dispersion(slices: int, sets: int, ways: int, index: str, pitch: int, blocks: tuple, line: int) -> float:
     """`hash_dispersion` of lines laid out as ``blocks`` ((first byte, width), ...) every ``pitch`` bytes
@@ -124,8 +131,7 @@ def blocks_dispersion(slices: int, sets: int, ways: int, index: str, pitch: int,
     if len(residues) == step:
         return hash_dispersion(slices, sets, ways, index)
     n = slices * sets * ways
-    reps = n // len(residues) + 1
-    lines = (np.arange(reps, dtype=np.int64)[:, None] * step + np.array(residues, np.int64)[None, :]).ravel()[:n]
+    lines = pattern_lines(step, residues, n)
     counts = np.bincount(_set_ids(lines, slices, sets, index), minlength=slices * sets)
     return float(counts.var() / counts.mean())
 
@@ -135,8 +141,7 @@ def _residue_cliff(slices, sets, ways, index, cap, step, residues):
     """`pattern_cliff` of the lines j·step + r (r in ``residues``), ascending, for a window of useful
     L2 capacity ``cap`` lines (patterns of other pitches and widths that touch the same lines share it)."""
     need = int(PATTERN_X[-1] * cap) + 1
-    reps = need // len(residues) + 1
-    lines = (np.arange(reps, dtype=np.int64)[:, None] * step + np.array(residues, np.int64)[None, :]).ravel()[:need]
+    lines = pattern_lines(step, residues, need)
     f = np.minimum(np.maximum(1, (PATTERN_X * cap).astype(np.int64)), lines.shape[0])
     sid = _set_ids(lines, slices, sets, index)
     # the window's lines per set, grown prefix by prefix; a line misses when its set holds more than

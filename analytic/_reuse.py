@@ -12,7 +12,7 @@ from ._l2 import PATTERN_N, PATTERN_X_MAX, l2_miss_window
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _l2.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "791d611828d052f8"
+_JIT_DEPS_SHA256 = "3d96002f6ca6650e"
 
 
 @njit(cache=True)
@@ -450,42 +450,23 @@ def _class_l2_miss(l2cls, a_lines, a_scale, d, l2_ways, l2_cliff, l2_tab):
     total = 0.0
     # (columns 6 on: PATTERN_N a window of 1, 2, .. k-steps)
     joint = 1 <= d and 6 + d * PATTERN_N <= l2cls.shape[1]
+    first = 6 + (d - 1) * PATTERN_N
     for c in range(l2cls.shape[0]):
         xa = min(a_lines * (l2cls[c, 0] * a_scale), l2cls[c, 1])
-        x = xa + d * l2cls[c, 2]
-        # d k-steps back: A's lines at xa with the rounds' filter lines where they land (`_joint_l2`), within
-        # the table (past it, the pattern's cliff as before)
-        jc = joint and xa < PATTERN_X_MAX
-        if jc:
-            miss = _joint_miss(l2cls, c, d, xa)
+        # d k-steps back: A's lines at xa on the table of the rounds' filter lines where they land (`_joint_l2`),
+        # within the table; past it, or without one, the pattern's cliff at A's and the filter's lines together
+        if joint and xa < PATTERN_X_MAX:
+            x, tab = xa, l2cls[c, first:first + PATTERN_N]
         else:
-            miss = l2_miss_window(x, l2_ways, l2_cliff, l2_tab)
+            x, tab = xa + d * l2cls[c, 2], l2_tab
+        miss = l2_miss_window(x, l2_ways, l2_cliff, tab)
         if l2cls.shape[1] > 5 and l2cls[c, 4] > 0.0:
             # a shared tile (share column 4): its last same-round follower read the line after this CTA, so
             # the window is short by the round's lines between its copies (column 5, `_followers`)
-            if jc:
-                short = _joint_miss(l2cls, c, d, max(0.0, xa - l2cls[c, 5]))
-            else:
-                short = l2_miss_window(max(0.0, x - l2cls[c, 5]), l2_ways, l2_cliff, l2_tab)
-            miss = (1.0 - l2cls[c, 4]) * miss + l2cls[c, 4] * short
+            miss = ((1.0 - l2cls[c, 4]) * miss
+                    + l2cls[c, 4] * l2_miss_window(max(0.0, x - l2cls[c, 5]), l2_ways, l2_cliff, tab))
         total += l2cls[c, 3] * miss
     return total
-
-
-@njit(cache=True)
-def _joint_miss(l2cls, c, d, xa):
-    """Row c's `_joint_l2.joint_cliff` table of a window of d k-steps (columns 6 + (d - 1) PATTERN_N on, at
-    `_l2.PATTERN_X`) at xa (linear between the points; xa below the last)."""
-    n = PATTERN_N
-    b = 6 + (d - 1) * n
-    if xa <= 0.0:
-        return l2cls[c, b]
-    pos = xa / (PATTERN_X_MAX / (n - 1))
-    i = int(pos)
-    if i >= n - 1:
-        return l2cls[c, b + n - 1]       # (xa at the table's end)
-    fr = pos - i
-    return l2cls[c, b + i] * (1.0 - fr) + l2cls[c, b + i + 1] * fr
 
 
 @njit(cache=True)

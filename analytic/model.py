@@ -755,7 +755,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     l2_tab = pattern_cliff(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, float(f.l2_capacity),
                            sw * C * eb, min(C, tk) * eb, LINE) if nhwc else None
     l2_tab = _NO_TABLE if l2_tab is None else l2_tab
-    if l2_tab.shape[0] > 1 and geo.op == "fprop" and layer.groups == 1:
+    if l2_tab.shape[0] > 1 and geo.op == "fprop":
         # the windows of a few k-steps with their filter lines where they land (`_joint_l2`), the halo's too:
         # near the cliff only
         grid = (tiles_m, tiles_n, swz, per_wave, tm)         # the waves' places (`wave_places`), where needed

@@ -14,8 +14,8 @@ import simcore
 import traces
 from analytic import predict_layer
 from analytic._memo import clear_memo
-from analytic._joint_l2 import (JOINT_PLACES, JOINT_ROUNDS, JOINT_X_MIN, _filter_lines, joint_cliff, joint_columns,
-                               joint_tables, wave_places)
+from analytic._joint_l2 import (JOINT_PLACES, JOINT_ROUNDS, JOINT_X_MIN, _filter_lines, joint_columns, joint_tables,
+                               wave_places)
 from analytic._l2 import PATTERN_X, pattern_cliff
 from simcore.config import CacheConfig
 
@@ -29,6 +29,12 @@ MISS = "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"
 def small_gpu(slices, sets, ways, index):
     return types.SimpleNamespace(l2_slices=slices, l2_sets_per_slice=sets, l2_ways=ways, l2_index=index,
                                  line_bytes=LINE)
+
+
+def joint_cliff(gpu, capacity, pitch, width, b_lines):
+    """`joint_tables` of one window from pixel 0 with the filter lines of ``b_lines`` (one array a k-step,
+    averaged)."""
+    return joint_tables(gpu, capacity, pitch, width, (0,), 0, (tuple(b_lines),))[0]
 
 
 def naive_joint(a_lines, b_lines, slices, sets, ways, index):
