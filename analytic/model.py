@@ -201,6 +201,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     for g, (_geo, subs_of) in enumerate(groups):
         group_of[subs_of.astype(np.int64)] = g
     cfg_group = group_of[cfg[:, CFG_SUB].astype(np.int64)]
+    counted = subproblem_fills_wave(layer, kernel, gpu.sms, cps, tpf)
     for g, (geo, subs_of) in enumerate(groups):
         mult = subs_of.shape[0]
         key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
@@ -209,7 +210,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         mine = cfg_group == g
         sched = {key: (cfg[mine] if mine.any() else cfg, stats[key])}
         rows, uniq_a, reread_a = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched,
-                                               counted=False, followers=False)
+                                               counted=counted, followers=False)
         uniq_sum += mult * uniq_a
         reread_sum += mult * reread_a
         # the sub-problems' per-operand figures summed (45 of them), then made a dict once (a dict a sub-problem,
@@ -281,6 +282,18 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     ksteps = max((g.ksteps for g, _ in subs), default=0)
     total.update(layer_time(layer, gpu, kernel, total, machine, (max(ctas, 1), ksteps, float(layer.flops))))
     return total
+
+
+def subproblem_fills_wave(layer, kernel, sms, cps, tpf) -> bool:
+    """Strided dgrad: whether a sub-problem's grid (tile_m_per_filter ``tpf`` x the column tiles) fills the
+    SMs' ``cps`` x ``sms`` slots. Blocks run in order, a sub-problem's after the one before, so its CTAs then
+    share their SMs with its own tiles alone (but where a wave straddles two sub-problems), whose dy rows are
+    other than this tile's: its reuses one tap back are judged on their counted windows, as a dense layer's
+    are (`_predict_gemm`'s ``counted``). Where sub-problems share a wave, co-resident tiles of one place in
+    other sub-problems read the same dy rows, and the window stays the configurations' averaged one
+    (`_dgrad_places.a_key`). MODEL.md section 9 ("Strided dgrad's counted windows where a sub-problem fills a
+    wave"): 5 #341 L2 -75.3 -> -33.0 %, 67 #69 -35.0 -> -26.2 %; held out 56 #30 -39.4 -> +14.0 %."""
+    return tpf * _cdiv(layer.c, kernel.tile_n) >= cps * sms
 
 
 def _next_subproblem_miss(layer, kernel, gpu, f, subs, tpf, per_wave, cap_lines) -> float:
@@ -631,9 +644,10 @@ def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, lin
 
 def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True, followers=True):
     """Every metric of the dense GEMM ``geo``. ``counted``: judge the reuses one filter position back on
-    their counted windows (`_issue_order`); strided dgrad's sub-problems do not: measured, their counted
-    windows put seed 1 #292 at +28.7 % and seed 4 #70 at 11.9 % (MODEL.md section 9), their co-resident
-    tiles of one place being judged in the configurations (`_dgrad_places`). ``followers``: count the
+    their counted windows (`_issue_order`); strided dgrad's sub-problems only where one fills a wave: measured,
+    where they share a wave their counted windows put seed 1 #292 at +28.7 % and seed 4 #70 at 11.9 % (MODEL.md
+    section 9), their co-resident tiles of one place being judged in the configurations (`_dgrad_places`).
+    ``followers``: count the
     same-round sharers of a tile on other SMs (`_followers`) on ``geo``'s own grid; strided dgrad's
     sub-problems do not, their CTAs being placed by the whole layer's grid (`_later_wave_rereads`). ``timing``
     False (strided dgrad's sub-problems): (`_common.operand_rows`' figures, A's compulsory sectors, the later
