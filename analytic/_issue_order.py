@@ -8,8 +8,9 @@ but for the L1's set count:
   of k-step t - 1 after row m + dm and k-step t before row m, not one whole k-step: DESIGN section 3's
   stripmined map issues warp 0's iterations, then warp 1's, and only the reads into the reused line's L1
   set count; within a request the rows come in address order where each fills its own lines
-  (`request_order`). Seed 1 #65 (5x5 on 29-wide images, 128 rows, two warps of one row a request, pixels two
-  lines wide): the taps one filter row down (dm = 25) see 51 of a set's 64 lines a k-step, and 55 %
+  (`request_order`). Where rows share lines, counted line by line (`_line_windows`): the line survives
+  from its last touch at t - 1 to its first touch at t, whichever rows make them. Seed 1 #65 (5x5 on
+  29-wide images, 128 rows, two warps of one row a request, pixels two lines wide): the taps one filter row down (dm = 25) see 51 of a set's 64 lines a k-step, and 55 %
   of them hit in the simulator, where the whole k-step's 64 + 16 filter lines said none.
 * **The tile's own valid rows** (`tile_valid_rows`). A tile at an image's top or bottom edge has fewer
   rows inside the image at the edge's taps (the padding's issue no request), so its windows are smaller
@@ -30,7 +31,12 @@ import numpy as np
 from simcore._jit import njit
 
 from ._common import tile_samples
+from ._line_windows import line_corrections
 from ._memo import memo
+
+# Numba's on-disk cache checks only this file's own time stamp, but `_corrections` compiles in
+# `_line_windows.line_corrections`: tests/test_jit_deps.py checks this digest of that file.
+_JIT_DEPS_SHA256 = "1d2168b058a749ef"
 
 __all__ = ["one_back_tables", "relative_valid", "issue_corrections", "request_order", "row_positions",
            "tile_valid_rows", "b_lines_in_a_set", "NQ", "NV", "NB"]
@@ -180,9 +186,10 @@ def _row_shift(t, RS, S, reverse, sh, sw, dh, dw, Q):
 
 
 @njit(cache=True)
-def _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, pitch, line, sets, ncls, nq):
+def _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, pitch, line, sets, ncls, nq, offs, widths):
     """`issue_corrections` compiled: per filter position, the quantiles of its row shift from the
-    position before (each distinct shift computed once)."""
+    position before (each distinct shift computed once); where rows share lines (``pitch`` < ``line``),
+    counted line by line over the channel blocks (``offs``, ``widths``: `_line_windows.line_corrections`)."""
     RS = R * S
     out = np.zeros((RS, nq), np.float64)
     none = -(RS + 1) * (Q + 1)
@@ -197,6 +204,8 @@ def _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, pitch, line, sets, ncls,
                 break
         if done > 0:
             out[t] = out[done]
+        elif pitch < line:
+            out[t] = line_corrections(dm, pos, pitch, line, sets, ncls, nq, offs, widths)
         else:
             out[t] = _shift_corrections(dm, pos, pitch, line, sets, ncls, nq)
     return out
@@ -214,26 +223,32 @@ def request_order(pos) -> np.ndarray:
 
 def issue_corrections(win, tm, tk, threads, vector, eb, line, sets, raked=False) -> np.ndarray:
     """`_issue_table` of a window (its batch, image height and channels' count enter only through the
-    pixel pitch)."""
-    return _issue_table(win.r, win.s, win.reverse, win.sh, win.sw, win.dh, win.dw, win.q, win.sw * win.c * eb, tm,
-                        tk, threads, vector, line, sets, raked)
+    pixel pitch and, where rows share lines, the bytes of a pixel and of a k-step's channel block)."""
+    pitch = win.sw * win.c * eb
+    pixel, piece = (win.c * eb, tk * eb) if pitch < line else (0, 0)
+    return _issue_table(win.r, win.s, win.reverse, win.sh, win.sw, win.dh, win.dw, win.q, pitch, tm, tk, threads,
+                        vector, line, sets, raked, pixel, piece)
 
 
 @memo()
-def _issue_table(R, S, reverse, sh, sw, dh, dw, Q, pitch, tm, tk, threads, vector, line, sets, raked) -> np.ndarray:
+def _issue_table(R, S, reverse, sh, sw, dh, dw, Q, pitch, tm, tk, threads, vector, line, sets, raked, pixel,
+                 piece) -> np.ndarray:
     """corr[t, q]: for the reuse at filter position t of what position t - 1 read, the CTA's own window
     (in rows of a k-step, all sets) less the whole k-step the dense window assumes, at the `NQ` quantiles
     over the tile's rows (module docstring), a request's rows in address order where a row's pixel fills
-    its own lines (``pitch`` >= ``line``; rows that share a line are left unordered). Negative: fewer lines
-    (the pixel's first reader was a later row, read later in its k-step). Zero where the taps give no
-    whole row shift."""
+    its own lines (``pitch`` >= ``line``). Where rows share lines, line by line from each line's last touch
+    to its first (`_line_windows`; ``pixel`` and ``piece``: the bytes of a pixel and of a channel block).
+    Negative: fewer lines (the pixel's first reader was a later row, read later in its k-step). Zero where
+    the taps give no whole row shift."""
     pos = row_positions(tm, tk, threads, vector, raked)
     if pitch >= line:
         # a request's sectors are looked up in ascending address order (DESIGN section 3), so its rows
         # (each its own lines where a pixel fills one) come one after another: ranked by row within it
         pos = request_order(pos)
     ncls = float(len(np.unique((np.arange(tm) * pitch // line) % sets)))
-    out = _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, pitch, line, sets, ncls, NQ)
+    offs = np.arange(0, pixel, piece, dtype=np.int64) if piece else np.zeros(0, np.int64)
+    widths = np.minimum(piece, pixel - offs)
+    out = _corrections(R, S, reverse, sh, sw, dh, dw, Q, pos, pitch, line, sets, ncls, NQ, offs, widths)
     out.setflags(write=False)
     return out
 

@@ -43,7 +43,8 @@ KERNEL_MODULES = ("analytic._counts", "analytic._groups", "analytic._counts_fpro
                   "analytic._schedule", "analytic._wgrad", "analytic._grouped_rereads", "analytic._readers",
                   "analytic._grouped_model", "analytic._grouped_returns",
                   "analytic._common", "analytic._window", "analytic._timeline", "analytic._compulsory",
-                  "analytic._issue_order", "analytic._store_only", "analytic._dgrad_places", "analytic._stores",
+                  "analytic._issue_order", "analytic._line_windows", "analytic._store_only",
+                  "analytic._dgrad_places", "analytic._stores",
                   "analytic._followers", "analytic._dispatch", "analytic._filter_gaps", "analytic.model")
 
 MODES = ("auto", "compiled", "interpreted")

@@ -133,3 +133,37 @@ def dgrad_filter_lines(c, k_filters, RS, row_b, pos_b, tn, tk, eb, line, block, 
             width = min(tn, k_filters - col * tn) * eb
             lines.update(range(start // line, (start + width - 1) // line + 1))
     return lines
+
+
+def line_window_corrections(dm, pos, pitch, sets, pixel, piece, line=128):
+    """Rows that share lines (pitch < line), line by line: per tile row m whose earlier reader m + dm is in the
+    tile, per channel block (its bytes [off, off + piece) of the pixel, the last one cut at ``pixel``) and per
+    line L of the bytes that block reads of pixel m + dm: the set of lines of L's class ((index) mod sets)
+    that some row touches in k-step t - 1 after the last row touching L there, or in k-step t before the first
+    row touching L there (row x reads pixel x at t - 1 and pixel x + dm at t, pixel y at bytes y pitch), less
+    the class's lines of k-step t - 1 other than L; times the classes the rows' pixels reach and line / pitch."""
+    tm = len(pos)
+    ncls = len({(x * pitch // line) % sets for x in range(tm)})
+    out = []
+    for off in range(0, pixel, piece):
+        width = min(piece, pixel - off)
+
+        def lines(y):
+            return set(range((y * pitch + off) // line, (y * pitch + off + width - 1) // line + 1))
+
+        before, after = {}, {}                      # line -> last pos at t - 1, first pos at t
+        for x in range(tm):
+            for a in lines(x):
+                before[a] = max(before.get(a, -1), pos[x])
+            for a in lines(x + dm):
+                after[a] = min(after.get(a, tm), pos[x])
+        for m in range(tm):
+            if not 0 <= m + dm < tm:
+                continue
+            for a in sorted(lines(m + dm)):
+                c = a % sets
+                between = {u for u in set(before) | set(after) if u != a and u % sets == c
+                           and (before.get(u, -1) > before[a] or after.get(u, tm) < after[a])}
+                whole = sum(1 for u in before if u != a and u % sets == c)
+                out.append((len(between) - whole) * ncls * line / pitch)
+    return out

@@ -38,6 +38,7 @@ JIT_DEPENDENCIES = {
     "analytic._schedule": ["analytic/_dgrad_places.py"],
     "analytic._stores": ["analytic/_schedule.py"],
     "analytic._dispatch": ["analytic/_l2.py", "analytic/_schedule.py", "analytic/_timeline.py"],
+    "analytic._issue_order": ["analytic/_line_windows.py"],
 }
 # modules of constants that kernels read (Numba freezes global values at compile time)
 CONSTANT_MODULES = {"traces/_layout.py"}
