@@ -28,21 +28,21 @@ def _both(monkeypatch, layer, gpu, kernel):
 
 
 def test_a_subproblem_that_fills_the_wave_on_its_counted_window(monkeypatch):
-    """Held-out 35 #78 on 12 images (5x5 stride 2, C 5, K 16 fp32, 128x64x32 tiles, three CTAs an SM on an
-    a100): each sub-problem's 327 tiles fill the 324 slots, so an SM's CTAs are neighbouring tiles of one
-    sub-problem and their dy rows are their own. A tap one row of the sub-problem's filter on reads dy a row
-    up, which one tile row in two read a whole k-step and more before: on the averaged window (the fitted ramp)
-    the model kept those hits (L2 reads -28 %); on the counted window +12 %."""
-    layer = traces.ConvLayer(12, 5, 118, 118, 16, 5, 5, stride=2, name="stem_35_78")
-    kernel = traces.KernelConfig(op="dgrad", tile_m=128, tile_n=64, tile_k=32, threads=128, vector=1)
-    gpu = simcore.gpu("a100")
+    """Seed 5 #341 on 7 images (11x11 stride 2, C 6, K 16 fp32, 256x64x8 tiles of 64 threads, three CTAs an SM on
+    a p100 with 1.5x its L2 and twice its L1): each sub-problem's 179 tiles fill the 168 slots, so an SM's CTAs
+    are neighbouring tiles of one sub-problem and their dy rows are their own. Three CTAs' k-steps of 128 lines
+    fill the 384-line L1: on the averaged window (the fitted ramp, x = 1.02) the model kept 88 % of the re-reads
+    one tap back, the simulator 28 %: L2 reads -70.7 %, A hits +217 %; on the counted window -7.5 %, +23 %."""
+    layer = traces.ConvLayer(7, 6, 108, 241, 16, 11, 11, stride=2, pad=5, name="stem_5_341")
+    kernel = traces.KernelConfig(op="dgrad", tile_m=256, tile_n=64, tile_k=8, threads=64, vector=2, swizzle_log=3)
+    gpu = simcore.scale_gpu(simcore.gpu("p100"), {"l2_bytes": 1.5, "l1_smem_bytes": 2.0})
     cps = model._machine(gpu, kernel)[0]
-    tpf = -(-12 * 59 * 59 // 128)
-    assert (cps, tpf) == (3, 327) and model.subproblem_fills_wave(layer, kernel, gpu.sms, cps, tpf)
+    tpf = -(-7 * 54 * 121 // 256)
+    assert (cps, tpf) == (3, 179) and model.subproblem_fills_wave(layer, kernel, gpu.sms, cps, tpf)
     sim, now, flipped = _both(monkeypatch, layer, gpu, kernel)
-    assert now[L2_READS] == pytest.approx(sim[L2_READS], rel=0.15)
-    assert abs(now[L2_READS] - sim[L2_READS]) < 0.6 * abs(flipped[L2_READS] - sim[L2_READS])
-    assert now[HITS_A] == pytest.approx(sim[HITS_A], rel=0.1)
+    assert now[L2_READS] == pytest.approx(sim[L2_READS], rel=0.1)
+    assert abs(now[L2_READS] - sim[L2_READS]) < 0.2 * abs(flipped[L2_READS] - sim[L2_READS])
+    assert abs(now[HITS_A] - sim[HITS_A]) < 0.2 * abs(flipped[HITS_A] - sim[HITS_A])
 
 
 def test_subproblems_that_share_a_wave_keep_the_averaged_window(monkeypatch):
