@@ -521,7 +521,10 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
     """(sum of weight x A misses per CTA, the same for B, sum of weights) over the sampled (wave, SM)
     pairs of `_sampled_sms` (MODEL.md section 10): per pair, B misses are its column tiles' first
     accesses (`pixel_reuse_ranges` of the distinct tiles) and the reuses the L1 loses (`far_misses`:
-    between the two reads, the pair's A rows and the lines of its own column tiles, `window_lines`),
+    between the two reads, the pair's A rows and the lines of its own column tiles, `window_lines`), each
+    element a sector lookup but where x is narrower than a sector (``dense``): there a lost element costs its
+    bytes' sectors, as a first touch does (a k-step's accesses that share a missed sector find it refilled:
+    seed 5 #289, C 7 fp16, L2 reads +25.4 -> -6.8 %; MODEL.md section 9),
     then every slot whose tile an earlier slot of the SM holds re-reads what that slot just read, a
     hit unless the slots between evict it (`_ramp` of their rounds over the capacity)."""
     weight, start, slot_m, slot_n = _sampled_sms(tiles_m, tiles_n, swz, sms, cps, samples)
@@ -587,7 +590,7 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
         first_sec = first * eb / sec * fetched[got] if dense else first * sec_elem
         a_frac = a_set_share(tms_d, tm, eb, K * eb, sets, line)
         far = far_misses(dists[got].astype(np.float64), wts[got], xlines[got], na * a_lines_row, a_frac, span, cap,
-                         lo, hi) * sec_elem
+                         lo, hi) * (eb / sec * fetched[got] if dense else sec_elem)
         mb = min(nb * b_lookups, first_sec + far)           # the first holders' misses
         # repeats (an earlier slot holds the tile) read what that slot just read
         ma = 0.0

@@ -75,3 +75,23 @@ def test_partial_pixels_fetch_whole_sectors(c, r, stride, tile_n, dtype):
     key = "lts__t_sectors_srcunit_tex_op_read.sum:B"
     simulated = traces.simulate_layer(layer, gpu, kernel)[key]
     assert analytic.predict_layer(layer, gpu, kernel)[key] == pytest.approx(simulated, rel=0.03)
+
+
+def test_a_missed_reuse_of_dense_x_fetches_its_bytes_sectors():
+    """Seed 5 #289 on 2 images (5x5 stride 4, C 7 fp16: 14-byte pixels; 64x256x8 tiles, one CTA an SM on a p100
+    with half its L1, 96 lines). A pixel row's windows are read again one output row on (34 rows of npq), which
+    the L1 loses; the elements re-read then are a run of bytes, and a k-step's accesses that share a sector
+    find it refilled by the first. Counted a sector lookup per missed element (the column tile's lookups over
+    its element accesses) the model lost a quarter of x's L1 hits: B hits -25.8 %, L2 reads +25.4 %. Counted
+    by their bytes' sectors, as first touches are (`dense_fetch_ratio`): +6.9 %, -6.8 %."""
+    gpu = simcore.scale_gpu(simcore.gpu("p100"), {"l2_bytes": 1.5, "l2_slices": 0.5, "l1_smem_bytes": 0.5})
+    layer = traces.ConvLayer(name="stem_5_289", n=2, c=7, h=136, w=136, k=96, r=5, s=5, stride=4, pad=2)
+    kernel = traces.KernelConfig(tile_m=64, tile_n=256, tile_k=8, threads=256, dtype="fp16", swizzle_log=3,
+                                 ctas_per_sm=1, op="wgrad")
+    assert kernel.l1_config(gpu).ways * kernel.l1_config(gpu).sets == 96
+    sim = traces.simulate_layer(layer, gpu, kernel)
+    pred = analytic.predict_layer(layer, gpu, kernel)
+    hits = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum:B"
+    assert pred[hits] == pytest.approx(sim[hits], rel=0.1)
+    assert pred["lts__t_sectors_srcunit_tex_op_read.sum"] == pytest.approx(sim["lts__t_sectors_srcunit_tex_op_read.sum"],
+                                                                          rel=0.1)
