@@ -31,12 +31,12 @@ import numpy as np
 from simcore._jit import njit
 
 from ._common import tile_samples
-from ._line_windows import line_corrections
+from ._line_windows import line_corrections, quantiles_of, reader_rows
 from ._memo import memo
 
 # Numba's on-disk cache checks only this file's own time stamp, but `_corrections` compiles in
 # `_line_windows.line_corrections`: tests/test_jit_deps.py checks this digest of that file.
-_JIT_DEPS_SHA256 = "1d2168b058a749ef"
+_JIT_DEPS_SHA256 = "7616be1f75d0daba"
 
 __all__ = ["one_back_tables", "relative_valid", "issue_corrections", "request_order", "row_positions",
            "tile_valid_rows", "b_lines_in_a_set", "NQ", "NV", "NB"]
@@ -81,11 +81,9 @@ def _shift_corrections(dm, pos, pitch, line, sets, ncls, nq):
     src = x + dm is after row m + dm) are a 2-D dominance count: rows in order of pos, a Fenwick tree over the
     readers' pos, per class. O(T log T)."""
     tm = pos.shape[0]
-    lo = max(0, -dm)
-    hi = min(tm, tm - dm)
-    out = np.zeros(nq, np.float64)
+    lo, hi = reader_rows(dm, tm)
     if dm == 0 or hi <= lo:
-        return out
+        return np.zeros(nq, np.float64)
     cls = np.empty(tm, np.int64)                      # the class of row x's read at k-step t - 1 ...
     cls_t = np.empty(tm, np.int64)                    # ... and at t (its pixel x + dm)
     for x in range(tm):
@@ -165,11 +163,7 @@ def _shift_corrections(dm, pos, pitch, line, sets, ncls, nq):
     for m in range(lo, hi):
         whole = size[cls[m + dm]] - 1
         corr[m - lo] = (after[m + dm] + before[m] - seen[m] - whole) * ncls
-    corr.sort()
-    n = corr.shape[0]
-    for q in range(nq):
-        out[q] = corr[min(n - 1, int((q + 0.5) / nq * n))]
-    return out
+    return quantiles_of(corr, nq)
 
 
 @njit(cache=True)

@@ -20,7 +20,24 @@ import numpy as np
 
 from simcore._jit import njit
 
-__all__ = ["line_corrections"]
+__all__ = ["line_corrections", "reader_rows", "quantiles_of"]
+
+
+@njit(cache=True)
+def reader_rows(dm, tm) -> tuple:
+    """The rows m of a ``tm``-row tile whose reader one position back, row m + dm, is in the tile: [lo, hi)."""
+    return max(0, -dm), min(tm, tm - dm)
+
+
+@njit(cache=True)
+def quantiles_of(values, nq):
+    """``nq`` quantiles of ``values`` by the project's rule: the sorted values at floor((q + 1/2) n / nq)."""
+    done = np.sort(values)
+    n = done.shape[0]
+    out = np.zeros(nq, np.float64)
+    for q in range(nq):
+        out[q] = done[min(n - 1, int((q + 0.5) / nq * n))]
+    return out
 
 
 @njit(cache=True)
@@ -33,11 +50,9 @@ def line_corrections(dm, pos, pitch, line, sets, ncls, nq, offs, widths):
     class; times ``ncls`` (the classes the tile's rows reach) and line / pitch, in rows of a k-step like
     `_issue_order._shift_corrections`. Lines are those of the tile's rows from a line-aligned first pixel."""
     tm = pos.shape[0]
-    lo = max(0, -dm)
-    hi = min(tm, tm - dm)
-    out = np.zeros(nq, np.float64)
+    lo, hi = reader_rows(dm, tm)
     if dm == 0 or hi <= lo:
-        return out
+        return np.zeros(nq, np.float64)
     base = min(0, dm) * pitch // line - 1              # the lowest line index a read can reach, less one
     span = (tm + abs(dm) + 1) * pitch // line + 3
     corr = np.empty((hi - lo) * 2 * offs.shape[0], np.float64)
@@ -69,7 +84,4 @@ def line_corrections(dm, pos, pitch, line, sets, ncls, nq, offs, widths):
                         n += 1
                 corr[nc] = (n - (whole[c] - 1)) * ncls * line / pitch
                 nc += 1
-    done = np.sort(corr[:nc])
-    for q in range(nq):
-        out[q] = done[min(nc - 1, int((q + 0.5) / nq * nc))]
-    return out
+    return quantiles_of(corr[:nc], nq)
