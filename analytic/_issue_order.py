@@ -10,8 +10,9 @@ but for the L1's set count:
   set count; within a request the rows come in address order where each fills its own lines
   (`request_order`). Where rows share lines, counted line by line (`_line_windows`): the line survives
   from its last touch at t - 1 to its first touch at t, whichever rows make them. Seed 1 #65 (5x5 on
-  29-wide images, 128 rows, two warps of one row a request, pixels two lines wide): the taps one filter row down (dm = 25) see 51 of a set's 64 lines a k-step, and 55 %
-  of them hit in the simulator, where the whole k-step's 64 + 16 filter lines said none.
+  29-wide images, 128 rows, two warps of one row a request, pixels two lines wide): the taps one filter row
+  down (dm = 25) see 51 of a set's 64 lines a k-step, and 55 % of them hit in the simulator, where the whole
+  k-step's 64 + 16 filter lines said none.
 * **The tile's own valid rows** (`tile_valid_rows`). A tile at an image's top or bottom edge has fewer
   rows inside the image at the edge's taps (the padding's issue no request), so its windows are smaller
   than the mean over tiles.

@@ -93,5 +93,5 @@ def test_a_missed_reuse_of_dense_x_fetches_its_bytes_sectors():
     pred = analytic.predict_layer(layer, gpu, kernel)
     hits = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum:B"
     assert pred[hits] == pytest.approx(sim[hits], rel=0.1)
-    assert pred["lts__t_sectors_srcunit_tex_op_read.sum"] == pytest.approx(sim["lts__t_sectors_srcunit_tex_op_read.sum"],
-                                                                          rel=0.1)
+    l2_reads = "lts__t_sectors_srcunit_tex_op_read.sum"
+    assert pred[l2_reads] == pytest.approx(sim[l2_reads], rel=0.1)
