@@ -37,7 +37,7 @@ from ._memo import memo
 
 # Numba's on-disk cache checks only this file's own time stamp, but `_corrections` compiles in
 # `_line_windows.line_corrections`: tests/test_jit_deps.py checks this digest of that file.
-_JIT_DEPS_SHA256 = "7616be1f75d0daba"
+_JIT_DEPS_SHA256 = "cfb2beb47505b001"
 
 __all__ = ["one_back_tables", "relative_valid", "issue_corrections", "request_order", "row_positions",
            "tile_valid_rows", "b_lines_in_a_set", "NQ", "NV", "NB"]

@@ -60,10 +60,12 @@ def line_corrections(dm, pos, pitch, line, sets, ncls, nq, offs, widths):
     last0 = np.empty(span, np.int64)                   # each line's last touch in k-step t - 1 (-1: none)
     first1 = np.empty(span, np.int64)                  # its first touch in k-step t (tm: none)
     whole = np.zeros(sets, np.int64)
+    between = np.empty(span, np.int64)                 # each re-read line's lines of its class between (-1: not yet)
     for b in range(offs.shape[0]):
         off, width = offs[b], widths[b]
         last0[:] = -1
         first1[:] = tm
+        between[:] = -1
         for x in range(tm):
             for a in range((x * pitch + off) // line - base, (x * pitch + off + width - 1) // line - base + 1):
                 last0[a] = max(last0[a], pos[x])
@@ -78,10 +80,12 @@ def line_corrections(dm, pos, pitch, line, sets, ncls, nq, offs, widths):
             r = m + dm
             for a in range((r * pitch + off) // line - base, (r * pitch + off + width - 1) // line - base + 1):
                 c = (a + base) % sets
-                n = 0
-                for u in range(span):
-                    if u != a and (u + base) % sets == c and (last0[u] > last0[a] or first1[u] < first1[a]):
-                        n += 1
-                corr[nc] = (n - (whole[c] - 1)) * ncls * line / pitch
+                if between[a] < 0:                     # counted once a line (the rows that share it re-read it)
+                    n = 0
+                    for u in range(span):
+                        if u != a and (u + base) % sets == c and (last0[u] > last0[a] or first1[u] < first1[a]):
+                            n += 1
+                    between[a] = n
+                corr[nc] = (between[a] - (whole[c] - 1)) * ncls * line / pitch
                 nc += 1
     return quantiles_of(corr[:nc], nq)

@@ -587,10 +587,12 @@ def sampled_l1_misses(tiles_m, tiles_n, swz, sms, cps, samples, N, C, H, W, R, S
         total = totals[got]
         first = firsts[got]
         sec_elem = nb * b_lookups / total if total else 0.0
-        first_sec = first * eb / sec * fetched[got] if dense else first * sec_elem
+        # sectors a missed element costs: its bytes' sectors where x is narrower than a sector, else a lookup
+        per_elem = eb / sec * fetched[got] if dense else sec_elem
+        first_sec = first * per_elem
         a_frac = a_set_share(tms_d, tm, eb, K * eb, sets, line)
         far = far_misses(dists[got].astype(np.float64), wts[got], xlines[got], na * a_lines_row, a_frac, span, cap,
-                         lo, hi) * (eb / sec * fetched[got] if dense else sec_elem)
+                         lo, hi) * per_elem
         mb = min(nb * b_lookups, first_sec + far)           # the first holders' misses
         # repeats (an earlier slot holds the tile) read what that slot just read
         ma = 0.0

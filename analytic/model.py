@@ -648,8 +648,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     where they share a wave their counted windows put seed 1 #292 at +28.7 % and seed 4 #70 at 11.9 % (MODEL.md
     section 9), their co-resident tiles of one place being judged in the configurations (`_dgrad_places`).
     ``followers``: count the same-round sharers of a tile on other SMs (`_followers`) on ``geo``'s own grid;
-    strided dgrad's sub-problems do not, their CTAs being placed by the whole layer's grid (`_later_wave_rereads`). ``timing``
-    False (strided dgrad's sub-problems): (`_common.operand_rows`' figures, A's compulsory sectors, the later
+    strided dgrad's sub-problems do not, their CTAs being placed by the whole layer's grid (`_later_wave_rereads`).
+    ``timing`` False (strided dgrad's sub-problems): (`_common.operand_rows`' figures, A's compulsory sectors, the later
     waves' re-reads of A in its DRAM reads) instead of the metric dict."""
     win = geo.win
     N, C, H, W, R, S = win.n, win.c, win.h, win.w, win.r, win.s
