@@ -32,11 +32,12 @@ from ._geometry import _fprop, grid
 from ._memo import memo
 from ._readers import later_windows, reader_windows
 from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, sm_config_summary, tile_of
+from ._stores import grid_write_side
 
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "b7370a5b56509968"
+_JIT_DEPS_SHA256 = "5c9d397ad3b7cb0d"
 
 
 @memo()
@@ -908,9 +909,8 @@ _TOTAL_KEYS = tuple((key, tuple(f"{key}:{op}" for op in "ABC"))
                                 Mx.L2_RD_HITS, Mx.DRAM_RD_SECTORS))
 
 
-def predict_grouped(layer, gpu, kernel, f, machine, write_side) -> dict:
-    """Every metric of a grouped fprop layer; ``write_side``: the dense engine's stores in the L2
-    (`model.write_side`)."""
+def predict_grouped(layer, gpu, kernel, f, machine) -> dict:
+    """Every metric of a grouped fprop layer."""
     geo = dense_equivalent(layer, kernel)[1]
     total = _TEMPLATE.copy()
     ex = l1_counts(layer, kernel)
@@ -950,13 +950,19 @@ def predict_grouped(layer, gpu, kernel, f, machine, write_side) -> dict:
         total[k_l2miss] = dram
         total[k_l2hit] = miss - dram
         total[k_dram] = dram
-    # stores: the exact sectors; the write side of the copies scaled to them (the last column's copy stores
-    # only K - (tiles_n - 1) TN filters)
-    stored, uniq_c, dirty, dram_w = write_side(geo, gpu, kernel, f, machine)
+    # stores: the exact sectors; the L2's write misses those of the dense part's copies (min(its store sectors,
+    # its distinct output sectors), scaled to the layer's stores: the last column's copy stores only K -
+    # (tiles_n - 1) TN filters), at most the layer's distinct output sectors (groups whose channels share a
+    # sector store it in turn: seed 18 #133, 70,227 written against 35,114 simulated); their dirty sectors and
+    # DRAM writes the whole grid's walk (`_stores.grid_write_side`)
+    stored = float(geo.counts["sec_C"])
     scale = ex["sec_C"] / stored if stored else 0.0
-    misses = min(stored, uniq_c)
-    for (key, key_c), value in zip(_WRITE_KEYS, (stored, stored - misses, misses, dram_w, dirty)):
-        total[key_c] = total[key] = value * scale
+    copy_out = float(cdiv(geo.win.n * geo.win.p * geo.win.q * geo.gemm_n * eb, sec))
+    written = min(min(stored, copy_out) * scale, float(cdiv(layer.gemm_m * layer.k * eb, sec)))
+    dirty, dram_w = grid_write_side(gpu, kernel, f, machine, written, uniq_x, float(cdiv(layer.params * eb, sec)),
+                                    cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n))
+    for (key, key_c), value in zip(_WRITE_KEYS, (float(ex["sec_C"]), ex["sec_C"] - written, written, dram_w, dirty)):
+        total[key_c] = total[key] = value
     total[f"{Mx.L1_ST_REQUESTS}:C"] = float(ex["req_C"])
     total[f"{Mx.L1_ST_SECTORS}:C"] = float(ex["sec_C"])
     for key, per in _TOTAL_KEYS:

@@ -1,6 +1,6 @@
 """The write side of the dense engine (MODEL.md section 4): the dirty output sectors a layer leaves in the L2
 and its DRAM writes, from the waves' reads and stores (`stores_in_l2`), and the same without predicting the
-loads (`write_side`: the grouped engine's dense part)."""
+loads (`grid_write_side`: the grouped engine's)."""
 from __future__ import annotations
 
 import math
@@ -12,9 +12,9 @@ from ._common import cdiv as _cdiv, dirty_at_end, even_picks, row_period
 from ._geometry import strided_starts
 from ._memo import memo
 from ._schedule import column_ranges, grid_schedule
-from ._window import a_window
 
-__all__ = ["stores_in_l2", "write_side", "row_lines", "wave_store_lines", "strided_store_lines"]
+__all__ = ["stores_in_l2", "grid_write_side", "row_lines", "wave_store_lines", "strided_store_lines",
+           "shared_dirty_bound"]
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from _schedule.py:
 # tests/test_jit_deps.py checks this digest of it, so no stale compiled kernel survives an edit.
@@ -146,20 +146,35 @@ def stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, pe
     return dirty_at_end(gpu, f, uniq_c, uniq_c / ctas, r_full, ctas, per_wave, ctas_wave)
 
 
-def write_side(geo, gpu, kernel, f, machine) -> tuple:
-    """(store sectors, distinct output sectors, dirty sectors left in L2, DRAM write sectors) of the dense
-    GEMM ``geo``, as `model._predict_gemm` counts them but without its loads: a wave's reads taken at their
-    compulsory sectors (the grouped engine's dense part, `_grouped_model.predict_grouped`, which counts its
-    own loads)."""
-    win = geo.win
-    M, K = win.n * win.p * win.q, geo.gemm_n
-    tm, tn, eb, SEC = kernel.tile_m, kernel.tile_n, kernel.elem_bytes, gpu.sector_bytes
-    tiles_m, tiles_n = _cdiv(M, tm), _cdiv(K, tn)
-    per_wave = machine[0] * gpu.sms
+def grid_write_side(gpu, kernel, f, machine, written, uniq_in, uniq_b, tiles_m, tiles_n) -> tuple:
+    """(dirty output sectors left in the L2, DRAM write sectors) of a grid of tiles_m x tiles_n CTAs that dirty
+    ``written`` sectors, each CTA reading its share of the ``uniq_in`` input sectors and its column's share of the
+    ``uniq_b`` filter sectors: the LRU stack walked back by waves over the whole grid (`dirty_at_end`). The
+    grouped engine's write side (`_grouped_model.predict_grouped`): its dense part's own walk, scaled to the
+    layer's stores, counted each copy's output against the whole L2 (seed 17 #43, depthwise 1x1 in 24 columns:
+    9.2 L2s of dirty sectors at the end and no DRAM writes, simulated 13,080 and 212,712)."""
+    ctas = tiles_m * tiles_n
     wsum = grid_schedule(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, machine[0])[1][3]
-    uniq_a = float(a_window(win, tm, kernel.tile_k, eb, kernel.layout == "nhwc", SEC, gpu.line_bytes,
-                            f.l1_tile_edge)[8])
-    uniq_c = float(_cdiv(M * K * eb, SEC))
-    dirty, dram_w = stores_in_l2(gpu, f, uniq_a, geo.uniq_b, uniq_c, M, tm, win.reach, tiles_n,
-                                  tiles_m * tiles_n, per_wave, wsum)
-    return float(geo.counts["sec_C"]), uniq_c, dirty, dram_w
+    ctas_wave, nb_wave = wsum[2] / wsum[3], wsum[1] / wsum[3]
+    r_full = ctas_wave * uniq_in / ctas + nb_wave * uniq_b / tiles_n
+    return dirty_at_end(gpu, f, written, written / ctas, r_full, ctas, machine[0] * gpu.sms, ctas_wave)
+
+
+def shared_dirty_bound(gpu, f, uniq_c, ctas, reread, reads_per_cta) -> float:
+    """The dirty output sectors a grid leaves in the L2 at the end where its stores share the L2 with an input
+    that every part of the grid re-reads (strided dgrad: each sub-problem reads all of dy, ``reread`` sectors with
+    its filters): walking the LRU stack back from the end block by block, each adds its share of the distinct
+    output (``uniq_c`` / ``ctas``, store-only blocks included) and ``reads_per_cta`` sectors of the input until
+    all of it is in the window; the useful capacity (``l2_dirty_capacity``) ends the walk. `dirty_at_end` counts a
+    wave's reads as new lines every wave, which a re-read input is not, and a sub-problem's own walk sees only
+    its own stores: their sum can exceed the L2 (seed 32 #17, 16 sub-problems' dx of 111,794 sectors on a
+    titanxp's 98,304: predicted all dirty at the end and no DRAM writes, simulated 55,238 and 65,454). Infinite
+    where the whole output stays (no bound)."""
+    capd = gpu.l2_bytes / gpu.sector_bytes * f.l2_dirty_capacity
+    y = uniq_c / max(ctas, 1.0)
+    if y <= 0.0:
+        return 0.0
+    blocks = capd / (y + reads_per_cta)
+    if reads_per_cta * blocks > reread:           # the whole input is in the window first
+        blocks = max(0.0, capd - reread) / y
+    return y * blocks if y * blocks < uniq_c else math.inf

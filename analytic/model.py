@@ -37,7 +37,7 @@ from ._tiers import tiered
 from ._set_phase import dgrad_phase_share, fprop_block_phases
 from ._set_thrash import b_overfull_share
 from ._window import a_window, nchw_window_rounds, row_run_sectors
-from ._stores import row_lines, stores_in_l2, strided_store_lines, wave_store_lines, write_side
+from ._stores import row_lines, shared_dirty_bound, stores_in_l2, strided_store_lines, wave_store_lines
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
@@ -103,7 +103,7 @@ def _predict_shape(layer, gpu, kernel, f, machine):
     prediction names its layer (`_memo`)."""
     if layer.groups > 1:
         from ._grouped_model import predict_grouped
-        return predict_grouped(layer, gpu, kernel, f, machine, write_side)
+        return predict_grouped(layer, gpu, kernel, f, machine)
     if kernel.op == "wgrad":
         return predict_wgrad(layer, gpu, kernel, f, machine, l1_counts(layer, kernel))
     if kernel.op == "dgrad" and layer.stride != (1, 1):
@@ -231,14 +231,34 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     eb = kernel.elem_bytes
     SEC, LINE = gpu.sector_bytes, gpu.line_bytes
     uniq_dy = float(_cdiv(layer.n * layer.p * layer.q * layer.k * eb, SEC))
+    # the sub-problems' dirty dx shares one L2 with dy, which each of them re-reads (`_stores.shared_dirty_bound`)
+    ctas = sum(_cdiv(g.win.m, kernel.tile_m) for g, _ in subs) * _cdiv(layer.c, kernel.tile_n)
+    nload = int((_strided_steps(layer, kernel)[1] >= 0).sum())      # the loading sub-problems: each reads dy once
+    bound = shared_dirty_bound(gpu, f, float(_cdiv(layer.n * layer.h * layer.w * layer.c * eb, SEC)), ctas,
+                               uniq_dy + _filter_sectors_read(layer, kernel, SEC), uniq_dy * nload / max(ctas, 1))
+    extra = total[Mx.L2_DIRTY_AT_END] - bound
+    if extra > 0.0:
+        for k in (Mx.L2_DIRTY_AT_END, Mx.L2_DIRTY_AT_END + ":C"):
+            total[k] -= extra
+        for k in (Mx.DRAM_WR_SECTORS, Mx.DRAM_WR_SECTORS + ":C"):
+            total[k] += extra
     # in block order (tile_m fastest) sub-problem f + 1's tile i follows f's tile i by the tile_m_per_filter
     # blocks of one sub-problem: in the same wave when that is under a wave, else after their lines
     cap_lines = gpu.l2_bytes / LINE * f.l2_capacity
     if len(subs) > 1:
         per_wave = machine[0] * gpu.sms
+        # a dx sector that the next sub-problem stores again (pixels of consecutive w phases share it where C x
+        # elem bytes is under a sector: the sub-problems' distinct sectors past dx's) was last stored tpf blocks
+        # back, by its tile i: dy's window; a sub-problem's own repeated stores of a sector are at once
+        p_next = _next_subproblem_miss(layer, kernel, gpu, f, subs, tpf, per_wave, cap_lines)
+        again = min(total[Mx.L2_WR_HITS], max(0.0, strided_store_lines(layer, kernel, SEC, layer.c)
+                                              - _cdiv(layer.n * layer.h * layer.w * layer.c * eb, SEC))) * p_next
+        for key in (Mx.L2_WR_HITS, Mx.L2_WR_HITS + ":C"):
+            total[key] -= again
+        for key in (Mx.L2_WR_MISSES, Mx.L2_WR_MISSES + ":C", Mx.DRAM_WR_SECTORS, Mx.DRAM_WR_SECTORS + ":C"):
+            total[key] += again
         if tpf >= per_wave:
-            reread = (len(subs) - 1) * uniq_dy * _next_subproblem_miss(layer, kernel, gpu, f, subs, tpf, per_wave,
-                                                                        cap_lines)
+            reread = (len(subs) - 1) * uniq_dy * p_next
             fix = min(uniq_sum, uniq_dy + reread) - uniq_sum
         elif len(subs) * tpf * _cdiv(layer.c, kernel.tile_n) > per_wave:
             # later waves: every re-read of a tile's dy rows on the whole grid's rounds, side by side and by
@@ -278,7 +298,6 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         for op in ops:
             total[f"{key}:{op}"] = float(ex[f"{name}_{op}"])
         total[key] = sum(total[f"{key}:{op}"] for op in "ABC")
-    ctas = sum(_cdiv(g.win.m, kernel.tile_m) for g, _ in subs) * _cdiv(layer.c, kernel.tile_n)
     ksteps = max((g.ksteps for g, _ in subs), default=0)
     total.update(layer_time(layer, gpu, kernel, total, machine, (max(ctas, 1), ksteps, float(layer.flops))))
     return total
