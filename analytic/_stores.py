@@ -143,7 +143,7 @@ def stores_in_l2(gpu, f, uniq_a, uniq_b, uniq_c, M, tm, delta, tiles_n, ctas, pe
     na_wave, nb_wave, ctas_wave, runs_wave = wsum[0] / n_waves, wsum[1] / n_waves, wsum[2] / n_waves, \
         wsum[4] / n_waves
     r_full = uniq_a / M * (na_wave * tm + runs_wave * delta) + nb_wave * uniq_b / tiles_n
-    return dirty_at_end(gpu, f, uniq_c, uniq_c / ctas, r_full, ctas, per_wave, ctas_wave)
+    return dirty_at_end(gpu, f, uniq_c, uniq_c / ctas, r_full, ctas, per_wave, ctas_wave, uniq_a + uniq_b)
 
 
 def grid_write_side(gpu, kernel, f, machine, written, uniq_in, uniq_b, tiles_m, tiles_n) -> tuple:
@@ -157,7 +157,8 @@ def grid_write_side(gpu, kernel, f, machine, written, uniq_in, uniq_b, tiles_m, 
     wsum = grid_schedule(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, machine[0])[1][3]
     ctas_wave, nb_wave = wsum[2] / wsum[3], wsum[1] / wsum[3]
     r_full = ctas_wave * uniq_in / ctas + nb_wave * uniq_b / tiles_n
-    return dirty_at_end(gpu, f, written, written / ctas, r_full, ctas, machine[0] * gpu.sms, ctas_wave)
+    return dirty_at_end(gpu, f, written, written / ctas, r_full, ctas, machine[0] * gpu.sms, ctas_wave,
+                        uniq_in + uniq_b)
 
 
 def shared_dirty_bound(gpu, f, uniq_c, ctas, reread, reads_per_cta) -> float:

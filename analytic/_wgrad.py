@@ -848,7 +848,8 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     # stores: dw, once per CTA at its end
     uniq_c = float(cdiv(K * RSC * eb, SEC))
     r_full = na_wave * a_slice + nb_wave * b_slice
-    dirty, dram_w = dirty_at_end(gpu, f, uniq_c, uniq_c / ctas, r_full, ctas, per_wave, ctas_wave)
+    dirty, dram_w = dirty_at_end(gpu, f, uniq_c, uniq_c / ctas, r_full, ctas, per_wave, ctas_wave,
+                                 uniq_dy + uniq_x)
     out = assemble(ex, sec_a, sec_b, sec_c, sec_a - miss_a, sec_b - miss_b, miss_a, miss_b, dram_a, dram_b,
                    dram_w, dirty, uniq_c)
     out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, float(layer.flops))))
