@@ -558,7 +558,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
                b_ratio, a_rounds, b_gaps, l2_scale=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False,
-               phase_p=1.0, phase_rpl=1.0, step_b=False):
+               phase_p=1.0, phase_rpl=1.0, step_b=False, q_set=1.0):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -689,6 +689,18 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                     m1, m2, o1 = miss_rows(hist, win, lat, sa, other, nsa, ways, lo, hi, dscale, bfrac,
                                            extra, l2cls, l2_scale / na, l2_ways, l2_cliff, ref, l2_tab, corr,
                                            1.0 / (na * T), rel, na, b_ratio, nb, a_rounds)
+                    if q_set < 1.0 and na > 1.0:
+                        # the other CTAs' A lines of a round in this one's class of sets with chance q_set
+                        # (strided dgrad: k-loops of other lengths walk the classes at other paces); else
+                        # the window holds this CTA's own
+                        for t in range(rows_t.shape[0]):
+                            lat[t] = rows_t[t] * (T / M) * lpr_a
+                        s1, s2, s3 = miss_rows(hist, win, lat, (T / M) * lpr_a, other, nsa, ways, lo, hi, dscale,
+                                               bfrac, extra, l2cls, l2_scale, l2_ways, l2_cliff, ref, l2_tab, corr,
+                                               1.0 / T, rel, 1.0, b_ratio, nb, a_rounds)
+                        m1 = q_set * m1 + (1.0 - q_set) * s1
+                        m2 = q_set * m2 + (1.0 - q_set) * s2
+                        o1 = q_set * o1 + (1.0 - q_set) * s3
                     ma_t = m1 / rows_total
                     ma += wm * wn * ma_t
                     ma2 += wm * wn * m2 / rows_total

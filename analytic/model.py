@@ -202,6 +202,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         group_of[subs_of.astype(np.int64)] = g
     cfg_group = group_of[cfg[:, CFG_SUB].astype(np.int64)]
     counted = subproblem_fills_wave(layer, kernel, gpu.sms, cps, tpf)
+    same_loop = _co_resident_loops(layer, kernel, gpu.sms, cps, tpf)
     for g, (geo, subs_of) in enumerate(groups):
         mult = subs_of.shape[0]
         key = (_cdiv(geo.win.n * geo.win.p * geo.win.q, kernel.tile_m), _cdiv(geo.gemm_n, kernel.tile_n))
@@ -210,7 +211,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         mine = cfg_group == g
         sched = {key: (cfg[mine] if mine.any() else cfg, stats[key])}
         rows, uniq_a, reread_a = _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=False, sched=sched,
-                                               counted=counted, followers=False)
+                                               counted=counted, followers=False, same_loop=same_loop)
         uniq_sum += mult * uniq_a
         reread_sum += mult * reread_a
         # the sub-problems' per-operand figures summed (45 of them), then made a dict once (a dict a sub-problem,
@@ -301,6 +302,27 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     ksteps = max((g.ksteps for g, _ in subs), default=0)
     total.update(layer_time(layer, gpu, kernel, total, machine, (max(ctas, 1), ksteps, float(layer.flops))))
     return total
+
+
+@memo(256)
+def _co_resident_loops(layer, kernel, sms, cps, tpf) -> float:
+    """Strided dgrad: the share of the first wave's co-resident CTA pairs (blocks b and b + j x sms on one SM,
+    j < cps) whose k-loops have the same length (sub-problems of as many taps; store-only blocks none): those
+    run in step. Replayed (scratch `l1sdnet.py`), resnet50 layer3.0.conv2 dgrad on a v100 at batch 32: SM 0
+    holds block 0 (2 x 2 taps) and block 80 (2 x 1), whose k-step lines are in one set of four; 73 % of A's
+    re-reads one tap back hit, their windows 128-160 lines of 192 ways where the other CTA reads another set,
+    past 400 where it reads the same."""
+    _blk_tm, _blk_tn, steps = _strided_grid(layer, kernel, tpf)
+    n = steps.shape[0]
+    same = pairs = 0
+    for b in range(min(n, sms)):
+        for j in range(1, cps):
+            c = b + j * sms
+            if c >= n:
+                break
+            pairs += 1
+            same += int(steps[b] == steps[c])
+    return same / pairs if pairs else 1.0
 
 
 def subproblem_fills_wave(layer, kernel, sms, cps, tpf) -> bool:
@@ -661,7 +683,8 @@ def _band_stores(c_lines, ctas_wave, tiles_m, tiles_n, rows, tn, K, eb, swz, lin
     return ctas_wave * (c_full - c_lines), ctas_wave * (c_last - c_full), 1.0 / (nbands - 1), ncols / tiles_n
 
 
-def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True, followers=True):
+def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, counted=True, followers=True,
+                  same_loop=1.0):
     """Every metric of the dense GEMM ``geo``. ``counted``: judge the reuses one filter position back on
     their counted windows (`_issue_order`); strided dgrad's sub-problems only where one fills a wave: measured,
     where they share a wave their counted windows put seed 1 #292 at +28.7 % and seed 4 #70 at 11.9 % (MODEL.md
@@ -800,6 +823,10 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # offsets differ by other than a multiple of the set step put their lines in other sets
     nphase = sets // nsa if nhwc and (C * eb) % LINE == 0 and nsa < sets else 1
     phase = position_phases(R, S, W, dh, dw, C * eb // LINE, nphase, win.reverse)
+    # strided dgrad: a co-resident CTA whose k-loop has another length walks the classes of sets its k-step
+    # lines fall in (a channel block's line a pixel: sets / nsa of them) at another pace, so its round's A lines
+    # are in this CTA's class one time in sets / nsa (`_co_resident_loops`)
+    q_set = same_loop + (1.0 - same_loop) * nsa / sets if nhwc and unit % LINE == 0 and nsa < sets else 1.0
     # tensor-op B by cp.async.cg: never in the L1, so no B lines in A's L1 windows and no B hits
     kinds = operand_kinds(kernel, layer)
     ncls_l1, b_round_l1, b_slice_l1 = ncls, b_lines_round, b_slice_lines
@@ -857,7 +884,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                 float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
                 float(ns_life), bfrac, l2cls,
                 l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, a_rounds, b_gaps, lpr_a / lpr_k,
-                b_hold, b_gap, cross, b_visits, phase_p, phase_rpl, step_b)
+                b_hold, b_gap, cross, b_visits, phase_p, phase_rpl, step_b, q_set)
             m1, hb, m2, fm = m1 + share * r[0], hb + share * r[1], m2 + share * r[2], fm + share * r[3]
             o1 += share * r[4]
         miss_frac_a += sec_w * m1
