@@ -130,21 +130,25 @@ def uniq_inputs(N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw, eb, nhwc, units)
     return tuple(out)
 
 
-def dirty_at_end(gpu, f, uniq_c, y_cta, r_full, ctas, per_wave, ctas_wave, r_cap=math.inf, last_share=-1.0):
+def dirty_at_end(gpu, f, uniq_c, y_cta, r_full, ctas, per_wave, ctas_wave, r_cap=math.inf, full_reads_ctas=None):
     """(dirty output sectors left in L2 at the end, DRAM write sectors): walking the LRU stack back
     from the end by waves, the last wave's stores, its reads, then full waves of stores and reads
     (``r_full`` sectors each), while the useful capacity (``l2_dirty_capacity``) lasts. The reads are
     distinct lines only until the walk holds the operands' distinct sectors (``r_cap``): a wave that re-reads
     what a later wave reads (a filter every wave reads, an input every column re-reads) adds only its stores
     (seed 4 #269, dgrad 3x3 with 1,024 channels fp16 on an h200 with half its SMs: its filter, 0.3 of the L2,
-    read by every wave, counted 18 times left 102,912 sectors dirty, simulated 486,592). ``last_share``: the
-    partial last wave's reads as a share of a full wave's (its CTAs' share of a wave's where negative)."""
+    read by every wave, counted 18 times left 102,912 sectors dirty, simulated 486,592). A partial last wave
+    reads its CTAs' share of a full wave's reads, or all of them once it holds ``full_reads_ctas`` CTAs (where
+    given: those that read everything a wave reads, wgrad's)."""
     SEC = gpu.sector_bytes
     capd = gpu.l2_bytes / SEC * f.l2_dirty_capacity
     n_last = ctas % per_wave
     y_last = (n_last if n_last else per_wave) * y_cta
     y_full = per_wave * y_cta
-    share = last_share if last_share >= 0.0 else (n_last if n_last else per_wave) / max(ctas_wave, 1.0)
+    if n_last and full_reads_ctas is not None:
+        share = min(1.0, n_last / min(ctas_wave, full_reads_ctas))
+    else:
+        share = (n_last if n_last else per_wave) / max(ctas_wave, 1.0)
     r_last = min(r_full * share, r_cap)
     dirty = min(y_last, capd)
     rem = capd - y_last - r_last

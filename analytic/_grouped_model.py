@@ -919,7 +919,8 @@ def predict_grouped(layer, gpu, kernel, f, machine) -> dict:
     # B: one read of each CTA's filter slice from L2, the filter tensor once from DRAM
     slice_b = cdiv(min(kernel.tile_n, layer.k) * layer.r * layer.s * layer.c_per_group * eb, sec)
     miss_b = min(float(ex["sec_B"]), float(ctas * slice_b)) * (1.0 - _b_shared(layer, kernel, gpu, f, machine))
-    dram_b = min(miss_b, float(cdiv(layer.params * eb, sec)))
+    uniq_b = float(cdiv(layer.params * eb, sec))
+    dram_b = min(miss_b, uniq_b)
     cross_miss, intra_miss, by_class, by_dist = reuse_misses(layer, kernel, gpu, machine, f)
     first, again, cross = a_misses(layer, kernel, sec, cross_miss, intra_miss)
     # first reads of sectors an earlier CTA of the same tile left in the SM's L1 (`_grouped_returns`)
@@ -959,8 +960,8 @@ def predict_grouped(layer, gpu, kernel, f, machine) -> dict:
     scale = ex["sec_C"] / stored if stored else 0.0
     copy_out = float(cdiv(geo.win.n * geo.win.p * geo.win.q * geo.gemm_n * eb, sec))
     written = min(min(stored, copy_out) * scale, float(cdiv(layer.gemm_m * layer.k * eb, sec)))
-    dirty, dram_w = grid_write_side(gpu, kernel, f, machine, written, uniq_x, float(cdiv(layer.params * eb, sec)),
-                                    cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n))
+    dirty, dram_w = grid_write_side(gpu, kernel, f, machine, written, uniq_x, uniq_b, cdiv(layer.gemm_m, kernel.tile_m),
+                                    cdiv(layer.k, kernel.tile_n))
     for (key, key_c), value in zip(_WRITE_KEYS, (float(ex["sec_C"]), ex["sec_C"] - written, written, dram_w, dirty)):
         total[key_c] = total[key] = value
     total[f"{Mx.L1_ST_REQUESTS}:C"] = float(ex["req_C"])

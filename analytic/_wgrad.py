@@ -852,10 +852,8 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     # column tiles that span C consecutive CTAs read what a full wave does (1 #71: 56 CTAs of 4 K-slices and 14
     # columns of 32 of 192 channels read all of dy and x, 207k sectors; scaled by their CTAs, 108k, the walk kept
     # the wave before's dw dirty, the simulator none of it)
-    n_last = ctas % per_wave
-    last_share = min(1.0, n_last / min(ctas_wave, tiles_m * cdiv(C, tn))) if n_last and ctas_wave else -1.0
     dirty, dram_w = dirty_at_end(gpu, f, uniq_c, uniq_c / ctas, r_full, ctas, per_wave, ctas_wave,
-                                 uniq_dy + uniq_x, last_share)
+                                 uniq_dy + uniq_x, tiles_m * cdiv(C, tn))
     out = assemble(ex, sec_a, sec_b, sec_c, sec_a - miss_a, sec_b - miss_b, miss_a, miss_b, dram_a, dram_b,
                    dram_w, dirty, uniq_c)
     out.update(layer_time(layer, gpu, kernel, out, machine, (ctas, ksteps, float(layer.flops))))

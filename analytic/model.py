@@ -233,9 +233,10 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
     SEC, LINE = gpu.sector_bytes, gpu.line_bytes
     uniq_dy = float(_cdiv(layer.n * layer.p * layer.q * layer.k * eb, SEC))
     # the sub-problems' dirty dx shares one L2 with dy, which each of them re-reads (`_stores.shared_dirty_bound`)
+    uniq_dx = float(_cdiv(layer.n * layer.h * layer.w * layer.c * eb, SEC))
     ctas = sum(_cdiv(g.win.m, kernel.tile_m) for g, _ in subs) * _cdiv(layer.c, kernel.tile_n)
     nload = int((_strided_steps(layer, kernel)[1] >= 0).sum())      # the loading sub-problems: each reads dy once
-    bound = shared_dirty_bound(gpu, f, float(_cdiv(layer.n * layer.h * layer.w * layer.c * eb, SEC)), ctas,
+    bound = shared_dirty_bound(gpu, f, uniq_dx, ctas,
                                uniq_dy + _filter_sectors_read(layer, kernel, SEC), uniq_dy * nload / max(ctas, 1))
     extra = total[Mx.L2_DIRTY_AT_END] - bound
     if extra > 0.0:
@@ -252,8 +253,7 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
         # elem bytes is under a sector: the sub-problems' distinct sectors past dx's) was last stored tpf blocks
         # back, by its tile i: dy's window; a sub-problem's own repeated stores of a sector are at once
         p_next = _next_subproblem_miss(layer, kernel, gpu, f, subs, tpf, per_wave, cap_lines)
-        again = min(total[Mx.L2_WR_HITS], max(0.0, strided_store_lines(layer, kernel, SEC, layer.c)
-                                              - _cdiv(layer.n * layer.h * layer.w * layer.c * eb, SEC))) * p_next
+        again = min(total[Mx.L2_WR_HITS], max(0.0, strided_store_lines(layer, kernel, SEC, layer.c) - uniq_dx)) * p_next
         for key in (Mx.L2_WR_HITS, Mx.L2_WR_HITS + ":C"):
             total[key] -= again
         for key in (Mx.L2_WR_MISSES, Mx.L2_WR_MISSES + ":C", Mx.DRAM_WR_SECTORS, Mx.DRAM_WR_SECTORS + ":C"):
