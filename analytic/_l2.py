@@ -210,13 +210,17 @@ def footprint(g, f1, fnew):
 
 
 @njit(cache=True)
-def refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff):
-    """Sum over gaps g of hist[g] x volume x P(miss | footprint of g waves)."""
+def refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess):
+    """Sum over gaps g of hist[g] x volume x P(miss | footprint of g waves), less ``excess[g]`` lines: those
+    of the tiles the window holds more than once (`_wave_windows.window_excess`; an empty array: none)."""
     total = 0.0
     for g in range(1, hist.shape[0]):
         if hist[g] == 0.0:
             continue
-        total += hist[g] * volume * l2_miss_prob(footprint(g, f1, fnew) / cap_lines, ways, cliff)
+        lines = footprint(g, f1, fnew)
+        if excess.shape[0] > g:
+            lines = max(0.0, lines - excess[g])
+        total += hist[g] * volume * l2_miss_prob(lines / cap_lines, ways, cliff)
     return total
 
 
@@ -225,24 +229,26 @@ BAND_SAMPLES = 8
 
 
 @njit(cache=True)
-def banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff):
+def banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff, excess):
     """`refetch_misses` where the grid's last band of tile_n columns stores ``df`` lines a wave more
     than a full band (``f1``, ``fnew``: a full band's waves; a partial last column stores fewer). A
     share ``share_last`` of the re-reads belongs to the last band. ``crossing``: a re-read there
     crosses into it (a tile_m read in the band before, read again in the last one), so it meets the
     band before's CTAs after the tile and the last band's before it: at place u of the band the
     footprint is footprint(g, f1 + u df, fnew + u df), judged at BAND_SAMPLES places (the cliff is
-    not linear). Else (B slices re-read by later waves of one band) it meets the last band's waves."""
+    not linear). Else (B slices re-read by later waves of one band) it meets the last band's waves.
+    ``excess``: `refetch_misses`'."""
     if df == 0.0 or share_last == 0.0:
-        return refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff)
-    total = (1.0 - share_last) * refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff)
+        return refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess)
+    total = (1.0 - share_last) * refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess)
     if not crossing:
         return total + share_last * refetch_misses(hist, volume, f1 + df, max(0.0, fnew + df), cap_lines, ways,
-                                                   cliff)
+                                                   cliff, excess)
     acc = 0.0
     for i in range(BAND_SAMPLES):
         u = (i + 0.5) / BAND_SAMPLES
-        acc += refetch_misses(hist, volume, f1 + u * df, max(0.0, fnew + u * df), cap_lines, ways, cliff)
+        acc += refetch_misses(hist, volume, f1 + u * df, max(0.0, fnew + u * df), cap_lines, ways, cliff,
+                              excess)
     return total + share_last * acc / BAND_SAMPLES
 
 
@@ -251,35 +257,38 @@ SPREAD_SAMPLES = 8
 
 
 @njit(cache=True)
-def spread_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff, shrink):
+def spread_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff, shrink,
+                          excess):
     """`banded_refetch_misses` of a re-read whose line the earlier CTA touched last up to ``shrink`` lines
     of its wave's loads after the place the later CTA reads it first (a line of n channel blocks: its
     other blocks, (n - 1) blocks of R S k-steps later), the place uniform: the footprint f1 - u shrink at
     `SPREAD_SAMPLES` places."""
     if shrink <= 0.0:
-        return banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff)
+        return banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff,
+                                     excess)
     acc = 0.0
     for i in range(SPREAD_SAMPLES):
         u = (i + 0.5) / SPREAD_SAMPLES
         acc += banded_refetch_misses(hist, volume, max(0.0, f1 - u * shrink), fnew, df, share_last, crossing,
-                                     cap_lines, ways, cliff)
+                                     cap_lines, ways, cliff, excess)
     return acc / SPREAD_SAMPLES
 
 
 @njit(cache=True)
 def tile_refetch_misses(core_in, core_last, halo_in, halo_last, core, bnd, f_in, f_last, fnew, df, share_a,
-                        cap_lines, ways, cliff, shrink):
+                        cap_lines, ways, cliff, shrink, excess):
     """`model._tile_refetches`' four sums in one call: the core rows' and the halo rows' re-reads by the
-    full waves (at ``f_in``) and by the partial last wave (at ``f_last``), each `spread_refetch_misses`."""
+    full waves (at ``f_in``) and by the partial last wave (at ``f_last``), each `spread_refetch_misses`
+    (``excess``: `refetch_misses`')."""
     out = 0.0
     if core > 0.0:
-        out += spread_refetch_misses(core_in, core, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink)
+        out += spread_refetch_misses(core_in, core, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink, excess)
         out += spread_refetch_misses(core_last, core, f_last, fnew, df, share_a, True, cap_lines, ways, cliff,
-                                     shrink)
+                                     shrink, excess)
     if bnd > 0.0:
-        out += spread_refetch_misses(halo_in, bnd, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink)
+        out += spread_refetch_misses(halo_in, bnd, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink, excess)
         out += spread_refetch_misses(halo_last, bnd, f_last, fnew, df, share_a, True, cap_lines, ways, cliff,
-                                     shrink)
+                                     shrink, excess)
     return out
 
 

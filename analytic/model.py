@@ -39,6 +39,7 @@ from ._set_thrash import b_overfull_share
 from ._window import a_window, nchw_window_rounds, row_run_sectors
 from ._stores import row_lines, shared_dirty_bound, stores_in_l2, strided_store_lines, wave_store_lines
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
+from ._wave_windows import grid_excess
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
 from .factors import resolve_factors
@@ -549,7 +550,8 @@ def _wave_loads(dens_l, tm, delta, b_slice_lines, na, nb, runs):
     return dens_l * (na * tm + runs * delta) + nb * b_slice_lines
 
 
-def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nblk, cap_lines, l2_ways, cliff):
+def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nblk, cap_lines, l2_ways, cliff,
+                    excess):
     """A's re-fetches of a tile_m by later waves (core rows and halo rows). A full wave's re-read meets a
     full wave's lines (`wave_stats`' rows less the last one's; their mean over every wave with a small
     last wave was short: seed 5 #44, dgrad 7x1 with 2 1/4 waves: one full wave touches 61k lines simulated,
@@ -557,7 +559,8 @@ def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nb
     wave's loads and half its own, with the full wave's stores. The earlier CTA touched the line last up to
     (n - 1) blocks after the place it is read again (n channel blocks a line): seed 1 #277 (tensor-op, 2
     blocks a line of 6): its lines' first re-reads 41.9k-51.0k lines apart, a full wave 51.9k
-    (`spread_refetch_misses`). ``grid_key``: (tiles_m, tiles_n, swizzle, SMs, CTAs an SM)."""
+    (`spread_refetch_misses`). ``grid_key``: (tiles_m, tiles_n, swizzle, SMs, CTAs an SM). ``excess``: per gap,
+    the lines of the tiles the window holds more than once (`_wave_windows`)."""
     dens_l, tm, delta, b_slice_lines, c_lines, full = parts
     means, last, core_in, core_last, halo_in, halo_last = refetch_waves(*grid_key)
     na, nb, nc, runs = means
@@ -569,7 +572,7 @@ def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nb
         f_last = 0.5 * (loads_f + loads_l) + nc * c_lines + full
     shrink = loads_f * (nline - 1) / nblk if nblk > 1 else 0.0
     return tile_refetch_misses(core_in, core_last, halo_in, halo_last, core, bnd, f_in, f_last, fnew, df, share_a,
-                               cap_lines, l2_ways, cliff, shrink)
+                               cap_lines, l2_ways, cliff, shrink, excess)
 
 
 def _wave_cliff(gpu, cliff, win, eb, line, nhwc, share_a):
@@ -936,10 +939,16 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     if nhwc and sw > 1:                                 # elsewhere `_wave_cliff` keeps the GPU's own cliff
         a_share = _wave_loads(dens_l, rows_tm, delta, 0.0, na_wave, nb_wave, runs_wave) / max(f1, 1e-300)
         wave_cliff = _wave_cliff(gpu, cliff, win, eb, LINE, nhwc, a_share)
+    # a window of g waves holds a tile the grid's walk comes back to once (`_wave_windows`: seed 6 #6, a
+    # column of 2.86 waves' tiles re-read after three waves)
+    twice = grid_excess(tiles_m, tiles_n, swz, per_wave)
+    tile_lines = dens_l * tm
     reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
                                (dens_l, rows_tm, delta, b_slice_lines, c_lines, full),
-                               _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff)
-    reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, wave_cliff)
+                               _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff,
+                               twice[0, 0] * tile_lines + twice[0, 1] * b_slice_lines)
+    reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, wave_cliff,
+                                     twice[1, 0] * tile_lines + twice[1, 1] * b_slice_lines)
     if not b_bypass:
         # a later wave re-fetches a slice from L2 only where its first holders miss it in the L1 (seed 5 #38:
         # each SM keeps its tile_n and its L1 the slice; the L2 sees the compulsory reads alone)

@@ -37,6 +37,7 @@ JIT_DEPENDENCIES = {
     "analytic._store_only": ["analytic/_l2.py", "analytic/_timeline.py"],
     "analytic._schedule": ["analytic/_dgrad_places.py"],
     "analytic._stores": ["analytic/_schedule.py"],
+    "analytic._wave_windows": ["analytic/_schedule.py"],
     "analytic._dispatch": ["analytic/_l2.py", "analytic/_schedule.py", "analytic/_timeline.py"],
     "analytic._issue_order": ["analytic/_line_windows.py"],
 }

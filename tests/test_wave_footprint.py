@@ -26,18 +26,21 @@ def _miss_sum(hist, volume, footprint):
 
 @settings(max_examples=50, deadline=None)
 @given(f1=st.floats(0.3, 1.6), fnew=st.floats(0.0, 1.0), shrink=st.floats(0.0, 0.4),
-       hist=st.lists(st.floats(0.0, 50.0), min_size=4, max_size=4))
-def test_spread_refetch_is_the_mean_over_the_places_of_the_last_touch(f1, fnew, shrink, hist):
+       hist=st.lists(st.floats(0.0, 50.0), min_size=4, max_size=4),
+       twice=st.lists(st.floats(0.0, 0.5), min_size=4, max_size=4))
+def test_spread_refetch_is_the_mean_over_the_places_of_the_last_touch(f1, fnew, shrink, hist, twice):
     # at place u = (i + 0.5) / 8 of the earlier CTA's blocks the footprint is f1 - u shrink (fnew per
-    # further wave unchanged); no spread at all is the banded sum itself
-    hist = np.array([0.0] + hist)
+    # further wave unchanged), less the lines of the tiles a gap's window holds twice (`_wave_windows`); no
+    # spread at all is the banded sum itself
+    hist, twice = np.array([0.0] + hist), np.array([0.0] + twice) * CAP
     f1, fnew, shrink = f1 * CAP, fnew * CAP, shrink * CAP
-    got = spread_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, shrink)
-    want = np.mean([_miss_sum(hist, 3.0, lambda g, u=u: max(0.0, f1 - u * shrink) + (g - 1) * fnew)
+    got = spread_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, shrink, twice)
+    want = np.mean([_miss_sum(hist, 3.0, lambda g, u=u: max(0.0, max(0.0, f1 - u * shrink) + (g - 1) * fnew
+                                                          - twice[g]))
                     for u in (np.arange(8) + 0.5) / 8])
     assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
-    assert spread_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, 0.0) == \
-        banded_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF)
+    assert spread_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, 0.0, twice) == \
+        banded_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, twice)
 
 
 def test_line_blocks_count_the_blocks_of_a_line():
@@ -67,7 +70,7 @@ def test_a_small_last_wave_does_not_shrink_the_full_waves_footprint():
     f_in, f_last = loads + nc * c_lines, 0.5 * (loads + loads_last) + nc * c_lines
     fnew = 0.5 * f_in
     got = _tile_refetches(100.0, 0.0, 1.0, fnew, 0.0, 0.0, (tiles_m, tiles_n, swz, sms, cps),
-                          (dens_l, tm, delta, b_lines, c_lines, 0.0), 1, 16, CAP, GPU.l2_ways, CLIFF)
+                          (dens_l, tm, delta, b_lines, c_lines, 0.0), 1, 16, CAP, GPU.l2_ways, CLIFF, np.zeros(0))
     want = (_miss_sum(hist_a - last_a, 100.0, lambda g: f_in + (g - 1) * fnew)
             + _miss_sum(last_a, 100.0, lambda g: f_last + (g - 1) * fnew))
     assert got == pytest.approx(want, rel=1e-9)
