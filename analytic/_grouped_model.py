@@ -31,7 +31,7 @@ from ._grouped_rereads import (_class_shifts, _issue_order, _reread_misses, _rer
 from ._geometry import _fprop, grid
 from ._memo import memo
 from ._readers import later_windows, reader_windows
-from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, sm_config_summary, tile_of
+from ._schedule import SM_SAMPLES, column_pair_gaps, grid_schedule, refetch_waves, sm_config_summary, tile_of
 from ._stores import grid_write_side
 
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
@@ -714,6 +714,12 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     line = gpu.line_bytes
     hist_ra, hist_rb, _, wsum, _ = grid_schedule(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, machine[0])[1]
     waves = wsum[3]
+    # a re-read meets a full wave's lines (the dense engine's `model._tile_refetches`): the means of the full
+    # waves, not of every wave with a small last one; a re-read in the last wave half of each, and a full
+    # wave's stores (seed 68 #11, 133 CTAs a column on 112 slots and 7 1/8 waves: 25.4k store lines a wave
+    # averaged, 28.5k a full wave, whose re-reads sit at 0.98 of the L2, not 0.87)
+    (na, nb, nc, runs), last, hist_in, hist_last, _, _ = refetch_waves(tiles_m, tiles_n, kernel.swizzle_log,
+                                                                       gpu.sms, machine[0])
     pixels = _pixel_sectors(layer, kernel, gpu.sector_bytes)[0]
     lines_px = _column_units(layer, kernel, line) / tiles_n  # a pixel's lines in one column's channels
     own = _layer_pixels(layer, gpu.sector_bytes) / tiles_m  # a tile's share of the pixels, and its halo:
@@ -723,8 +729,13 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     # a wave's columns of other channels read other lines of the same pixels (kSingleGroup: K_g / T_n
     # columns share a group's channels)
     share = max(1.0, layer.k_per_group / kernel.tile_n) if group_mode(layer, kernel) == "single" else 1.0
-    ranges = max(1.0, wsum[2] / max(wsum[0], 1e-300) / share)
-    f1 = (ranges * (wsum[0] * own + wsum[4] * halo) * lines_px + wsum[1] * b_slice + wsum[2] * c_cta) / waves
+    ranges = max(1.0, nc / max(na, 1e-300) / share)
+    loads = ranges * (na * own + runs * halo) * lines_px + nb * b_slice
+    f1 = f_last = loads + nc * c_cta
+    if last[2] > 0.0:
+        ranges_l = max(1.0, last[2] / max(last[0], 1e-300) / share)
+        f_last = 0.5 * (loads + ranges_l * (last[0] * own + last[3] * halo) * lines_px + last[1] * b_slice) \
+            + nc * c_cta
     fnew = max(0.0, f1 - (hist_ra[1] * own * lines_px + hist_rb[1] * b_slice) / waves)
     cap = gpu.l2_bytes / line * f.l2_capacity
     # a column's channel range in each pixel: lines a pixel pitch apart reach a fraction of the sets
@@ -735,12 +746,12 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     tab = _NO_TAB if tab is None else tab
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
 
-    def missed(hist):                                       # re-reads g >= 1 waves on meet g waves' lines
-        return sum(hist[g] * l2_miss_window((f1 + (g - 1) * fnew) / cap, ways, cliff, tab)
+    def missed(hist, first=f1):                             # re-reads g >= 1 waves on meet g waves' lines
+        return sum(hist[g] * l2_miss_window((first + (g - 1) * fnew) / cap, ways, cliff, tab)
                    for g in range(1, hist.shape[0]) if hist[g])
 
     if share == 1.0:
-        return missed(hist_ra) / (tiles_m * (tiles_n - 1))
+        return (missed(hist_in) + missed(hist_last, f_last)) / (tiles_m * (tiles_n - 1))
     # kSingleGroup with share columns a group: a group's later columns re-read all its sectors, its first
     # column only those it shares with the group before; so the pairs weigh by the sectors they share
     hists = _group_pair_gaps(tiles_m, tiles_n, kernel.swizzle_log, gpu.sms * machine[0], int(share))
