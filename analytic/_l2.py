@@ -282,11 +282,13 @@ def tile_refetch_misses(core_in, core_last, halo_in, halo_last, core, bnd, f_in,
     (``excess``: `refetch_misses`')."""
     out = 0.0
     if core > 0.0:
-        out += spread_refetch_misses(core_in, core, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink, excess)
+        out += spread_refetch_misses(core_in, core, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink,
+                                     excess)
         out += spread_refetch_misses(core_last, core, f_last, fnew, df, share_a, True, cap_lines, ways, cliff,
                                      shrink, excess)
     if bnd > 0.0:
-        out += spread_refetch_misses(halo_in, bnd, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink, excess)
+        out += spread_refetch_misses(halo_in, bnd, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink,
+                                     excess)
         out += spread_refetch_misses(halo_last, bnd, f_last, fnew, df, share_a, True, cap_lines, ways, cliff,
                                      shrink, excess)
     return out

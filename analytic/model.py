@@ -27,7 +27,7 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
-from ._schedule import (CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, filters_in_step, grid_schedule, l2_classes,
+from ._schedule import (CFG_AREP, CFG_PREV_A, CFG_SUB, GAP_MAX, SM_SAMPLES, filters_in_step, grid_schedule, l2_classes,
                         refetch_waves, sm_config_summary, tile_m_classes, with_columns)
 from ._dispatch import dispatch, dy_reread_misses, sm_tables, strided_blocks
 from ._store_only import store_only_rereads
@@ -52,6 +52,7 @@ _NO_REL = np.ones((1, 1), np.float64)
 _NO_B = np.ones((1, 1), np.float64)
 _NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
 _NO_CLASS = np.zeros((1, 4), np.float64)  # nchw: no within-CTA L2 term
+_NO_EXCESS = np.zeros(0, np.float64)     # no tiles a re-read window holds twice (`_wave_windows`)
 _NO_ROUNDS = np.zeros((2, 0), np.float64)  # a window of d positions holds d rounds' share of A's, B's lines
 FOLLOWER_SAMPLES = 4       # waves sampled by `_followers.follower_windows`
 FOLLOWER_REACH = 0.25      # a round's CTA steps below this share of the L2 leave every follower a hit
@@ -940,15 +941,19 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         a_share = _wave_loads(dens_l, rows_tm, delta, 0.0, na_wave, nb_wave, runs_wave) / max(f1, 1e-300)
         wave_cliff = _wave_cliff(gpu, cliff, win, eb, LINE, nhwc, a_share)
     # a window of g waves holds a tile the grid's walk comes back to once (`_wave_windows`: seed 6 #6, a
-    # column of 2.86 waves' tiles re-read after three waves)
-    twice = grid_excess(tiles_m, tiles_n, swz, per_wave)
-    tile_lines = dens_l * tm
+    # column of 2.86 waves' tiles re-read after three waves); only re-reads two waves on or more have such tiles
+    # (measured: counted for every grid, 7 % of a pass over the fprop networks)
+    twice_a = twice_b = _NO_EXCESS
+    if hist_ra[2:GAP_MAX].any() or hist_rb[2:GAP_MAX].any():
+        twice = grid_excess(tiles_m, tiles_n, swz, per_wave)
+        tile_lines = dens_l * tm
+        twice_a = twice[0, 0] * tile_lines + twice[0, 1] * b_slice_lines
+        twice_b = twice[1, 0] * tile_lines + twice[1, 1] * b_slice_lines
     reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
                                (dens_l, rows_tm, delta, b_slice_lines, c_lines, full),
-                               _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff,
-                               twice[0, 0] * tile_lines + twice[0, 1] * b_slice_lines)
+                               _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff, twice_a)
     reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, wave_cliff,
-                                     twice[1, 0] * tile_lines + twice[1, 1] * b_slice_lines)
+                                     twice_b)
     if not b_bypass:
         # a later wave re-fetches a slice from L2 only where its first holders miss it in the L1 (seed 5 #38:
         # each SM keeps its tile_n and its L1 the slice; the L2 sees the compulsory reads alone)
