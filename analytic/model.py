@@ -27,7 +27,7 @@ from ._reuse import halo_misses, l1_configs
 from ._compulsory import cta_sectors
 from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
-from ._schedule import (CFG_AREP, CFG_PREV_A, CFG_SUB, GAP_MAX, SM_SAMPLES, filters_in_step, grid_schedule, l2_classes,
+from ._schedule import (CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, filters_in_step, grid_schedule, l2_classes,
                         refetch_waves, sm_config_summary, tile_m_classes, with_columns)
 from ._dispatch import dispatch, dy_reread_misses, sm_tables, strided_blocks
 from ._store_only import store_only_rereads
@@ -942,10 +942,9 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         wave_cliff = _wave_cliff(gpu, cliff, win, eb, LINE, nhwc, a_share)
     # a window of g waves holds a tile the grid's walk comes back to once (`_wave_windows`: seed 6 #6, a
     # column of 2.86 waves' tiles re-read after three waves); only re-reads two waves on or more have such tiles
-    # (measured: counted for every grid, 7 % of a pass over the fprop networks)
     twice_a = twice_b = _NO_EXCESS
-    if hist_ra[2:GAP_MAX].any() or hist_rb[2:GAP_MAX].any():
-        twice = grid_excess(tiles_m, tiles_n, swz, per_wave)
+    twice = grid_excess(tiles_m, tiles_n, swz, sms, cps)
+    if twice is not None:
         tile_lines = dens_l * tm
         twice_a = twice[0, 0] * tile_lines + twice[0, 1] * b_slice_lines
         twice_b = twice[1, 0] * tile_lines + twice[1, 1] * b_slice_lines

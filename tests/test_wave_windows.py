@@ -12,7 +12,7 @@ import simcore
 import traces
 from analytic._memo import clear_memo
 from analytic._schedule import GAP_MAX, tile_of
-from analytic._wave_windows import range_tiles, window_excess
+from analytic._wave_windows import grid_excess, range_tiles, window_excess
 
 DRAM_A = "dram__sectors_read.sum:A"
 
@@ -86,6 +86,13 @@ def test_a_column_of_three_waves_holds_each_tile_once():
     assert got[0, 0, 2] == 0.0 and not got[0, 1].any()
 
 
+def test_grid_excess_only_where_re_reads_come_two_waves_on_or_more():
+    # 320 tile_m on 56 SMs x 2: re-reads three waves on; 100 tile_m on the same slots: every re-read one wave on
+    got = grid_excess(320, 6, 0, 56, 2)
+    assert got is not None and got[0, 0, 3] == pytest.approx(16.0)
+    assert grid_excess(100, 6, 0, 56, 2) is None
+
+
 def test_dram_reads_where_a_column_is_re_read_after_three_waves():
     """A dilated 3x3 layer (seed 6 #6's, batch 4) on a p100 with half its L2 and SMs: 128 tile_m a column,
     56 CTAs a wave. The column's re-reads three waves on meet the 128 tiles once (simulated: A's DRAM reads
@@ -99,7 +106,7 @@ def test_dram_reads_where_a_column_is_re_read_after_three_waves():
     pred = analytic.predict_layer(layer, gpu, kernel, f)[DRAM_A]
     assert abs(pred - sim) / sim < 0.10
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(model, "grid_excess", lambda *a: np.zeros((2, 2, GAP_MAX + 1)))
+        mp.setattr(model, "grid_excess", lambda *a: None)
         clear_memo()
         counted_twice = analytic.predict_layer(layer, gpu, kernel, f)[DRAM_A]
     clear_memo()
