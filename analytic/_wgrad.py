@@ -30,6 +30,7 @@ __all__ = ["pixel_reuse"]
 
 _NO_EXCESS = np.zeros(0, np.float64)   # `refetch_misses` without tiles counted twice (wgrad's waves)
 
+
 @njit(cache=True)
 def _pieces(C, lo, hi):
     """The (position j, channel interval [c0, c1)) pieces of the column ranges [lo[i], hi[i])."""
