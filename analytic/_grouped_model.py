@@ -747,8 +747,8 @@ def _column_reread_miss(layer, kernel, gpu, f, machine) -> float:
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
 
     def missed(hist, first=f1):                             # re-reads g >= 1 waves on meet g waves' lines
-        return sum(hist[g] * l2_miss_window((first + (g - 1) * fnew) / cap, ways, cliff, tab)
-                   for g in range(1, hist.shape[0]) if hist[g])
+        return sum(float(hist[g]) * l2_miss_window((first + (g - 1) * fnew) / cap, ways, cliff, tab)
+                   for g in np.flatnonzero(hist).tolist() if g >= 1)
 
     if share == 1.0:
         return (missed(hist_in) + missed(hist_last, f_last)) / (tiles_m * (tiles_n - 1))
