@@ -35,7 +35,7 @@ from simcore._jit import njit
 
 __all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses",
            "spread_refetch_misses", "tile_refetch_misses", "footprint", "swept_rereads", "cliff_params",
-           "hash_dispersion", "blocks_dispersion"]
+           "hash_dispersion", "blocks_dispersion", "NO_EXCESS"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -207,6 +207,10 @@ def footprint(g, f1, fnew):
     """Distinct lines touched in a window of g waves: one wave's lines f1, plus fnew for each
     further wave (lines of the tiles it does not share with the wave before)."""
     return f1 + (g - 1) * fnew
+
+
+# `refetch_misses`' ``excess`` where no tile of a re-read window is counted twice (`_wave_windows`)
+NO_EXCESS = np.zeros(0, np.float64)
 
 
 @njit(cache=True)

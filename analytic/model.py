@@ -19,8 +19,8 @@ from ._common import nsets as _nsets, position_phases
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
 from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap,
                         dgrad_subproblems, geometry, geometry_check, strided_starts)
-from ._l2 import (SPREAD_SAMPLES, banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob, pattern_cliff,
-                  swept_rereads, tile_refetch_misses)
+from ._l2 import (NO_EXCESS, SPREAD_SAMPLES, banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob,
+                  pattern_cliff, swept_rereads, tile_refetch_misses)
 from ._memo import memo
 from ._joint_l2 import joint_columns
 from ._reuse import halo_misses, l1_configs
@@ -52,7 +52,6 @@ _NO_REL = np.ones((1, 1), np.float64)
 _NO_B = np.ones((1, 1), np.float64)
 _NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
 _NO_CLASS = np.zeros((1, 4), np.float64)  # nchw: no within-CTA L2 term
-_NO_EXCESS = np.zeros(0, np.float64)     # no tiles a re-read window holds twice (`_wave_windows`)
 _NO_ROUNDS = np.zeros((2, 0), np.float64)  # a window of d positions holds d rounds' share of A's, B's lines
 FOLLOWER_SAMPLES = 4       # waves sampled by `_followers.follower_windows`
 FOLLOWER_REACH = 0.25      # a round's CTA steps below this share of the L2 leave every follower a hit
@@ -942,7 +941,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         wave_cliff = _wave_cliff(gpu, cliff, win, eb, LINE, nhwc, a_share)
     # a window of g waves holds a tile the grid's walk comes back to once (`_wave_windows`: seed 6 #6, a
     # column of 2.86 waves' tiles re-read after three waves); only re-reads two waves on or more have such tiles
-    twice_a = twice_b = _NO_EXCESS
+    twice_a = twice_b = NO_EXCESS
     twice = grid_excess(tiles_m, tiles_n, swz, sms, cps)
     if twice is not None:
         tile_lines = dens_l * tm
