@@ -214,7 +214,7 @@ NO_EXCESS = np.zeros(0, np.float64)
 
 
 @njit(cache=True)
-def refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess):
+def refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess, tab):
     """Sum over gaps g of hist[g] x volume x P(miss | footprint of g waves), less ``excess[g]`` lines: those
     of the tiles the window holds more than once (`_wave_windows.window_excess`; an empty array: none)."""
     total = 0.0
@@ -224,7 +224,7 @@ def refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess):
         lines = footprint(g, f1, fnew)
         if excess.shape[0] > g:
             lines = max(0.0, lines - excess[g])
-        total += hist[g] * volume * l2_miss_prob(lines / cap_lines, ways, cliff)
+        total += hist[g] * volume * l2_miss_window(lines / cap_lines, ways, cliff, tab)
     return total
 
 
@@ -233,7 +233,7 @@ BAND_SAMPLES = 8
 
 
 @njit(cache=True)
-def banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff, excess):
+def banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff, excess, tab):
     """`refetch_misses` where the grid's last band of tile_n columns stores ``df`` lines a wave more
     than a full band (``f1``, ``fnew``: a full band's waves; a partial last column stores fewer). A
     share ``share_last`` of the re-reads belongs to the last band. ``crossing``: a re-read there
@@ -243,16 +243,16 @@ def banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_
     not linear). Else (B slices re-read by later waves of one band) it meets the last band's waves.
     ``excess``: `refetch_misses`'."""
     if df == 0.0 or share_last == 0.0:
-        return refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess)
-    total = (1.0 - share_last) * refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess)
+        return refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess, tab)
+    total = (1.0 - share_last) * refetch_misses(hist, volume, f1, fnew, cap_lines, ways, cliff, excess, tab)
     if not crossing:
         return total + share_last * refetch_misses(hist, volume, f1 + df, max(0.0, fnew + df), cap_lines, ways,
-                                                   cliff, excess)
+                                                   cliff, excess, tab)
     acc = 0.0
     for i in range(BAND_SAMPLES):
         u = (i + 0.5) / BAND_SAMPLES
         acc += refetch_misses(hist, volume, f1 + u * df, max(0.0, fnew + u * df), cap_lines, ways, cliff,
-                              excess)
+                              excess, tab)
     return total + share_last * acc / BAND_SAMPLES
 
 
@@ -262,39 +262,39 @@ SPREAD_SAMPLES = 8
 
 @njit(cache=True)
 def spread_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff, shrink,
-                          excess):
+                          excess, tab):
     """`banded_refetch_misses` of a re-read whose line the earlier CTA touched last up to ``shrink`` lines
     of its wave's loads after the place the later CTA reads it first (a line of n channel blocks: its
     other blocks, (n - 1) blocks of R S k-steps later), the place uniform: the footprint f1 - u shrink at
     `SPREAD_SAMPLES` places."""
     if shrink <= 0.0:
         return banded_refetch_misses(hist, volume, f1, fnew, df, share_last, crossing, cap_lines, ways, cliff,
-                                     excess)
+                                     excess, tab)
     acc = 0.0
     for i in range(SPREAD_SAMPLES):
         u = (i + 0.5) / SPREAD_SAMPLES
         acc += banded_refetch_misses(hist, volume, max(0.0, f1 - u * shrink), fnew, df, share_last, crossing,
-                                     cap_lines, ways, cliff, excess)
+                                     cap_lines, ways, cliff, excess, tab)
     return acc / SPREAD_SAMPLES
 
 
 @njit(cache=True)
 def tile_refetch_misses(core_in, core_last, halo_in, halo_last, core, bnd, f_in, f_last, fnew, df, share_a,
-                        cap_lines, ways, cliff, shrink, excess):
+                        cap_lines, ways, cliff, shrink, excess, tab):
     """`model._tile_refetches`' four sums in one call: the core rows' and the halo rows' re-reads by the
     full waves (at ``f_in``) and by the partial last wave (at ``f_last``), each `spread_refetch_misses`
     (``excess``: `refetch_misses`')."""
     out = 0.0
     if core > 0.0:
         out += spread_refetch_misses(core_in, core, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink,
-                                     excess)
+                                     excess, tab)
         out += spread_refetch_misses(core_last, core, f_last, fnew, df, share_a, True, cap_lines, ways, cliff,
-                                     shrink, excess)
+                                     shrink, excess, tab)
     if bnd > 0.0:
         out += spread_refetch_misses(halo_in, bnd, f_in, fnew, df, share_a, True, cap_lines, ways, cliff, shrink,
-                                     excess)
+                                     excess, tab)
         out += spread_refetch_misses(halo_last, bnd, f_last, fnew, df, share_a, True, cap_lines, ways, cliff,
-                                     shrink, excess)
+                                     shrink, excess, tab)
     return out
 
 

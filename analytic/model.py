@@ -40,6 +40,7 @@ from ._window import a_window, nchw_window_rounds, row_run_sectors
 from ._stores import row_lines, shared_dirty_bound, stores_in_l2, strided_store_lines, wave_store_lines
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wave_windows import grid_excess
+from ._refetch_window import refetch_window_table
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
 from .factors import resolve_factors
@@ -551,7 +552,7 @@ def _wave_loads(dens_l, tm, delta, b_slice_lines, na, nb, runs):
 
 
 def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nblk, cap_lines, l2_ways, cliff,
-                    excess):
+                    excess, tab=_NO_TABLE):
     """A's re-fetches of a tile_m by later waves (core rows and halo rows). A full wave's re-read meets a
     full wave's lines (`wave_stats`' rows less the last one's; their mean over every wave with a small
     last wave was short: seed 5 #44, dgrad 7x1 with 2 1/4 waves: one full wave touches 61k lines simulated,
@@ -572,7 +573,16 @@ def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nb
         f_last = 0.5 * (loads_f + loads_l) + nc * c_lines + full
     shrink = loads_f * (nline - 1) / nblk if nblk > 1 else 0.0
     return tile_refetch_misses(core_in, core_last, halo_in, halo_last, core, bnd, f_in, f_last, fnew, df, share_a,
-                               cap_lines, l2_ways, cliff, shrink, excess)
+                               cap_lines, l2_ways, cliff, shrink, excess, tab)
+
+
+def _near_cliff(hist, f1, fnew, cap_lines):
+    """Whether some later wave re-reads A across a window of 0.3 to 1.6 L2s (`_refetch_window`'s table
+    matters; elsewhere every re-read hits or misses on either count)."""
+    for g in range(1, hist.shape[0]):
+        if hist[g] > 0.0 and 0.3 <= (f1 + (g - 1) * fnew) / cap_lines <= 1.6:
+            return True
+    return False
 
 
 def _wave_cliff(gpu, cliff, win, eb, line, nhwc, share_a):
@@ -947,11 +957,18 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         tile_lines = dens_l * tm
         twice_a = twice[0, 0] * tile_lines + twice[0, 1] * b_slice_lines
         twice_b = twice[1, 0] * tile_lines + twice[1, 1] * b_slice_lines
+    # the window's own lines against the sets where a later wave re-reads A near the L2's capacity
+    # (`_refetch_window`: stores a fixed stride apart crowd some sets below the cliff, held-out 148 #87)
+    tab_a = _NO_TABLE
+    if geo.op == "fprop" and _near_cliff(hist_ra, f1, fnew, cap_lines):
+        tab = refetch_window_table(layer, kernel, gpu, f.l2_capacity, tiles_m, tiles_n, swz, per_wave, cliff)
+        tab_a = _NO_TABLE if tab is None else tab
     reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
                                (dens_l, rows_tm, delta, b_slice_lines, c_lines, full),
-                               _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff, twice_a)
+                               _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff, twice_a,
+                               tab_a)
     reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, wave_cliff,
-                                     twice_b)
+                                     twice_b, _NO_TABLE)
     if not b_bypass:
         # a later wave re-fetches a slice from L2 only where its first holders miss it in the L1 (seed 5 #38:
         # each SM keeps its tile_n and its L1 the slice; the L2 sees the compulsory reads alone)

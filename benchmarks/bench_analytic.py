@@ -8,9 +8,12 @@ conv layer of mobilenet_v2, resnext50_32x4d and efficientnet_b0 (grouped, depthw
 the only op grouped layers run), the same GPUs and batches. Repeatedly, on
 one core, after a warm-up pass over the whole workload, with the model's kernels compiled
 (`analytic.set_model_kernels`: a process's first predictions otherwise run interpreted). The warm-up
-takes the process's one-time costs: loading the compiled kernels, and the L2 cliff tables of strided
+takes the process's one-time costs: loading the compiled kernels, the L2 cliff tables of strided
 windows (`analytic._l2.pattern_cliff`, per GPU geometry and line pattern, about 15 ms each; the fprop
-workload has 48 over its three GPUs, 0.6-0.7 s in all), which a study pays once per GPU. Each timed pass
+workload has 48 over its three GPUs, 0.6-0.7 s in all), which a study pays once per GPU, and the re-fetch
+windows' set tables of the layers whose later waves re-read A near the L2's capacity
+(`analytic._refetch_window`, 10-110 ms a layer shape and GPU), which a study pays once per layer and GPU (the
+"first pass" line times the warm-up). Each timed pass
 over the workload starts with the model's memo of GPU-independent figures cleared (`analytic._memo`):
 within a pass the three GPUs share each layer's exact counts and geometry, as a user's study of a
 network on three GPUs does, and so do a network's layers of one shape (the memo is keyed by shape:
@@ -66,8 +69,10 @@ def measure(seconds: float = 3.0, network_api: bool = False, op: str = "fprop", 
     cases = workload(op)
     if distinct:
         cases = distinct_shapes(cases)
+    warm = time.perf_counter()
     for layers, gpu, kernel in cases:            # warm-up: one pass
         predict_network(layers, gpu, kernel)
+    measure.warm_up_s = time.perf_counter() - warm
     count = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -94,6 +99,9 @@ def main(argv=None):
         p.error(f"--op: expected fprop, dgrad, wgrad or grouped, got {args.op!r}")
     for op in ops:
         rate = measure(args.seconds, op=op)
+        first = sum(len(layers) for layers, _gpu, _kernel in workload(op))
+        print(f"{op:7s} first pass:      {measure.warm_up_s:10.1f} s for the workload's {first} predictions "
+              f"(one-time costs: kernels loaded, L2 pattern and re-fetch window tables; information)")
         rate_net = measure(args.seconds, network_api=True, op=op)
         print(f"{op:7s} predict_layer:   {rate:10.0f} layer predictions/s (target >= {TARGET:.0f}) "
               f"{'OK' if rate >= TARGET else 'BELOW TARGET'}")

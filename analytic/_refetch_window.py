@@ -1,0 +1,255 @@
+"""The L2 cliff of a later wave's re-read window, counted over the window's own lines (MODEL.md section 3).
+
+A re-fetch of A by a later wave (`model._tile_refetches`) misses where the lines touched since its last
+read fill its set. `_l2.l2_miss_prob` judges that on the GPU's cliff: the window's lines spread over the
+sets as one contiguous run does (a power-of-two slice count: evenly). A real window holds the tiles' A
+lines, their filter slices and their stores, each an address pattern of its own: nchw stores of a tile
+column are ``tile_n`` planes of each image, nhwc stores ``tile_n`` channels of every pixel. Such lines pile
+into some sets, and an A line in such a set misses long before the window fills the L2 (p100, 0.72 L2s:
+13 % of A's lines in overfull sets, the cliff 0.1 %).
+
+Here the window is walked as the grid runs it: from a CTA on, CTA after CTA in block order
+(`_schedule.tile_of`), each CTA's A lines (its tile_m's input pixels through the filter, every channel),
+its filter slice and its stores, at the tensors' places (`traces.stream.tensor_bases`), each line through
+the GPU's slice and set functions. At each window size of `_l2.PATTERN_X` the share of the window's A
+lines whose set holds more than ``ways`` lines is the chance that a re-read of that window misses, averaged
+over `PLACES` starts spread over the grid (a window's tail swings with where it starts: seed 148 #87, 4
+starts at wave boundaries gave 0 or 14 % at 0.75 L2s).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from traces.stream import tensor_bases
+from simcore._jit import njit
+from . import _l2, _schedule
+
+#: window starts spread evenly over the grid's blocks (148 #87: 16 starts -9.5 %, 64 starts -6.3 % DRAM
+#: where 4 gave -34 %)
+PLACES = 16
+#: the most A lines (summed over the tiles) and window line visits a table may cost; beyond, the cliff
+MAX_TILE_LINES = 4_000_000
+MAX_VISITS = 30_000_000
+#: the most lines the three tensors may span (the walk keeps a set id and a stamp per line)
+MAX_LINES = 8_000_000
+
+
+@njit(cache=True)
+def _all_sets(total, slices, sets, xor):
+    """slice x sets + set of lines 0 .. total - 1: `_l2._set_ids` (the walk looks each line up many times)."""
+    bits = 0
+    while (1 << (bits + 1)) <= sets:
+        bits += 1
+    pow2 = sets & (sets - 1) == 0
+    out = np.empty(total, np.int32)
+    for ln in range(total):
+        q = ln // slices
+        if xor:
+            sl = (ln ^ (ln >> 7) ^ (ln >> 14)) % slices
+            st = (q ^ (q >> bits) ^ (q >> (2 * bits))) & (sets - 1)
+        elif pow2:
+            sl, st = ln % slices, q & (sets - 1)
+        else:
+            sl, st = ln % slices, q % sets
+        out[ln] = sl * sets + st
+    return out
+
+
+@njit(cache=True)
+def _a_tile_lines(shape, tm, tiles_m, eb, line, x_base, nhwc, limit):
+    """(ptr, lines): each tile_m's distinct A lines (fprop: its rows' input pixels through the filter, every
+    channel), tile t's at lines[ptr[t]:ptr[t + 1]]; empty arrays past ``limit`` lines in all."""
+    N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw = shape
+    HW, PQ, M = H * W, P * Q, N * P * Q
+    pix_stamp = np.zeros(N * HW, np.int64)
+    line_stamp = np.zeros((x_base + N * C * HW * eb) // line + 2, np.int64)
+    pix = np.empty(min(N * HW, tm * R * S), np.int64)
+    ptr = np.zeros(tiles_m + 1, np.int64)
+    out = np.empty(1 << 16, np.int64)
+    count = 0
+    for t in range(tiles_m):
+        npix = 0
+        for m in range(t * tm, min(M, (t + 1) * tm)):
+            n = m // PQ
+            p = (m % PQ) // Q
+            q = m % Q
+            for r in range(R):
+                h = p * sh - ph + r * dh
+                if h < 0 or h >= H:
+                    continue
+                for s in range(S):
+                    w = q * sw - pw + s * dw
+                    if w < 0 or w >= W:
+                        continue
+                    idx = n * HW + h * W + w
+                    if pix_stamp[idx] != t + 1:
+                        pix_stamp[idx] = t + 1
+                        pix[npix] = idx
+                        npix += 1
+        for c in range(1 if nhwc else C):
+            for i in range(npix):
+                idx = pix[i]
+                if nhwc:
+                    lo = (x_base + idx * C * eb) // line
+                    hi = (x_base + (idx + 1) * C * eb - 1) // line
+                else:
+                    lo = (x_base + ((idx // HW * C + c) * HW + idx % HW) * eb) // line
+                    hi = lo
+                for ln in range(lo, hi + 1):
+                    if line_stamp[ln] != t + 1:
+                        line_stamp[ln] = t + 1
+                        if count == out.shape[0]:
+                            grown = np.empty(2 * count, np.int64)
+                            grown[:count] = out
+                            out = grown
+                        out[count] = ln
+                        count += 1
+            if count > limit:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        ptr[t + 1] = count
+    return ptr, out[:count]
+
+
+@njit(cache=True)
+def _walk(starts, cm, cn, a_ptr, a_lines, set_ids, b_spec, c_spec, nsets, ways, cap, xs, max_visits):
+    """Sum over ``starts`` of the share of A lines in overfull sets at each window size ``xs`` (in ``cap``
+    lines), and the starts that reached it; False past ``max_visits`` lines. ``b_spec``: (w base, bytes a
+    filter row); ``c_spec``: (y base, K, P Q, tile_m, tile_n, M, nhwc, eb, line). Self-contained (no other
+    kernel called): `_table` calls it compiled in either tier of `analytic._tiers`."""
+    nx = xs.shape[0]
+    acc = np.zeros(nx, np.float64)
+    reached = np.zeros(nx, np.float64)
+    stamp = np.zeros(set_ids.shape[0], np.int32)
+    tot = np.zeros(nsets, np.int64)
+    acount = np.zeros(nsets, np.int64)
+    w_base, row_b = b_spec[0], b_spec[1]
+    y_base, K, PQ, tm, tn, M, nhwc, eb, line = c_spec
+    tile_seen = np.zeros(a_ptr.shape[0], np.int64)
+    col_seen = np.zeros(K // tn + 2, np.int64)
+    ranges = np.empty((tm * tn + 2, 2), np.int64)      # a CTA's filter and store lines, (first, last) runs
+    visits = 0
+    ctas = cm.shape[0]
+    for k in range(starts.shape[0]):
+        mark = k + 1
+        tot[:] = 0
+        acount[:] = 0
+        distinct = n_a = over_a = 0
+        j = 1
+        v = starts[k]
+        while v < ctas and j < nx:
+            t, n = cm[v], cn[v]
+            if tile_seen[t] != mark:                  # a tile's A lines are in the window from its first CTA on
+                tile_seen[t] = mark
+                for i in range(a_ptr[t], a_ptr[t + 1]):
+                    ln = a_lines[i]
+                    if stamp[ln] == mark:
+                        continue
+                    stamp[ln] = mark
+                    s = set_ids[ln]
+                    tot[s] += 1
+                    acount[s] += 1
+                    distinct += 1
+                    n_a += 1
+                    if tot[s] > ways + 1:             # a line misses where its set holds more than the ways
+                        over_a += 1
+                    elif tot[s] == ways + 1:
+                        over_a += acount[s]
+                visits += a_ptr[t + 1] - a_ptr[t]
+            nr = 0
+            if col_seen[n] != mark:                   # the column's filter slice, once a window
+                col_seen[n] = mark
+                k0, k1 = n * tn, min(K, (n + 1) * tn)
+                ranges[0, 0], ranges[0, 1] = (w_base + k0 * row_b) // line, (w_base + k1 * row_b - 1) // line
+                nr = 1
+            m0, m1 = t * tm, min(M, (t + 1) * tm)
+            c0, c1 = n * tn, min(K, (n + 1) * tn)
+            if nhwc:                                  # the CTA's stores: its rows' tile_n channels
+                for m in range(m0, m1):
+                    ranges[nr, 0] = (y_base + (m * K + c0) * eb) // line
+                    ranges[nr, 1] = (y_base + (m * K + c1) * eb - 1) // line
+                    nr += 1
+            else:                                     # its tile_n planes' runs of rows, image by image
+                for c in range(c0, c1):
+                    m = m0
+                    while m < m1:
+                        img = m // PQ
+                        end = min(m1, (img + 1) * PQ)
+                        base = y_base + (img * K + c) * PQ * eb
+                        ranges[nr, 0] = (base + (m - img * PQ) * eb) // line
+                        ranges[nr, 1] = (base + (end - img * PQ) * eb - 1) // line
+                        nr += 1
+                        m = end
+            for r in range(nr):
+                for ln in range(ranges[r, 0], ranges[r, 1] + 1):
+                    if stamp[ln] == mark:
+                        continue
+                    stamp[ln] = mark
+                    s = set_ids[ln]
+                    tot[s] += 1
+                    distinct += 1
+                    if tot[s] == ways + 1:
+                        over_a += acount[s]
+                visits += ranges[r, 1] - ranges[r, 0] + 1
+            while j < nx and distinct >= xs[j] * cap:
+                acc[j] += over_a / max(n_a, 1)
+                reached[j] += 1.0
+                j += 1
+            v += 1
+        if visits > max_visits:
+            return acc, reached, False
+    return acc, reached, True
+
+
+# the compiled kernels, bound here too: `analytic._tiers` swaps module attributes for their Python functions
+# in the interpreted tier, and a table walked in Python would take minutes (1.5 L2s of lines, 16 times)
+_COMPILED = {"tiles": _a_tile_lines, "sets": _all_sets, "walk": _walk}
+
+
+def refetch_window_table(layer, kernel, gpu, capacity, tiles_m, tiles_n, swz, per_wave, cliff):
+    """`l2_miss_window`'s table of A's re-fetch windows (module docstring): P(miss) at each `_l2.PATTERN_X`;
+    None where the window's work passes `MAX_TILE_LINES` or `MAX_VISITS` (the GPU's cliff then)."""
+    shape = (layer.n, layer.c, layer.h, layer.w, layer.k, layer.p, layer.q, layer.r, layer.s, *layer.stride,
+             *layer.pad, *layer.dilation)
+    return _table(shape, kernel.tile_m, kernel.tile_n, kernel.elem_bytes, kernel.layout == "nhwc",
+                  tensor_bases(layer, kernel), gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index,
+                  gpu.line_bytes, float(capacity), tiles_m, tiles_n, swz, per_wave, tuple(cliff))
+
+
+@functools.lru_cache(maxsize=512)
+def _table(shape, tm, tn, eb, nhwc, bases, slices, sets, ways, index, line, capacity, tiles_m, tiles_n, swz,
+           per_wave, cliff):
+    N, C, H, W, K, P, Q, R, S, sh, sw, ph, pw, dh, dw = shape
+    x_base, w_base, y_base = bases
+    if N * C * H * W * eb // line > MAX_TILE_LINES:
+        return None
+    ptr, a_lines = _COMPILED["tiles"](np.array((N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw), np.int64), tm,
+                                      tiles_m, eb, line, x_base, nhwc, MAX_TILE_LINES)
+    if ptr.shape[0] == 0:
+        return None
+    cm, cn = _schedule.grid_tiles(tiles_m, tiles_n, swz)
+    ctas = cm.shape[0]
+    span = max(1, ctas - per_wave)
+    starts = np.unique(((np.arange(PLACES) + 0.5) * span / PLACES).astype(np.int64))
+    M = N * P * Q
+    total = (y_base + M * K * eb) // line + 2
+    if total > MAX_LINES:
+        return None
+    set_ids = _COMPILED["sets"](total, slices, sets, index == "xor")
+    b_spec = np.array((w_base, R * S * C * eb), np.int64)
+    c_spec = np.array((y_base, K, P * Q, tm, tn, M, nhwc, eb, line), np.int64)
+    acc, reached, ok = _COMPILED["walk"](starts, cm, cn, ptr, a_lines, set_ids, b_spec, c_spec, slices * sets, ways,
+                                         slices * sets * ways * capacity, _l2.PATTERN_X, MAX_VISITS)
+    if not ok:
+        return None
+    out = np.zeros(_l2.PATTERN_X.shape[0], np.float64)
+    last = 0.0
+    for j in range(1, out.shape[0]):
+        if reached[j] > 0:
+            last = acc[j] / reached[j]
+            out[j] = last
+        else:                        # no window of the grid is this long: the cliff, at least the last count
+            out[j] = max(last, _l2.l2_miss_prob(_l2.PATTERN_X[j], float(ways), cliff))
+    out.setflags(write=False)
+    return out
