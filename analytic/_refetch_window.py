@@ -9,8 +9,9 @@ into some sets, and an A line in such a set misses long before the window fills 
 13 % of A's lines in overfull sets, the cliff 0.1 %).
 
 Here the window is walked as the grid runs it: from a CTA on, CTA after CTA in block order
-(`_schedule.tile_of`), each CTA's A lines (its tile_m's input pixels through the filter, every channel),
-its filter slice and its stores, at the tensors' places (`traces.stream.tensor_bases`), each line through
+(`_schedule.tile_of`), each CTA's A lines (its tile_m's input pixels through the filter, every channel;
+unit-stride dgrad: its dx rows' dy pixels through the flipped filter, every output channel), its filter
+slice and its stores, at the tensors' places (`traces.stream.tensor_bases`), each line through
 the GPU's slice and set functions. At each window size of `_l2.PATTERN_X` the share of the window's A
 lines whose set holds more than ``ways`` lines is the chance that a re-read of that window misses, averaged
 over `PLACES` starts spread over the grid (a window's tail swings with where it starts: seed 148 #87, 4
@@ -59,8 +60,9 @@ def _all_sets(total, slices, sets, xor):
 
 @njit(cache=True)
 def _a_tile_lines(shape, tm, tiles_m, eb, line, x_base, nhwc, limit):
-    """(ptr, lines): each tile_m's distinct A lines (fprop: its rows' input pixels through the filter, every
-    channel), tile t's at lines[ptr[t]:ptr[t + 1]]; empty arrays past ``limit`` lines in all."""
+    """(ptr, lines): each tile_m's distinct A lines (its rows' input pixels through the filter, every channel;
+    dgrad passes dy as the input and the flipped filter's padding), tile t's at lines[ptr[t]:ptr[t + 1]]; empty
+    arrays past ``limit`` lines in all."""
     N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw = shape
     HW, PQ, M = H * W, P * Q, N * P * Q
     pix_stamp = np.zeros(N * HW, np.int64)
@@ -115,20 +117,22 @@ def _a_tile_lines(shape, tm, tiles_m, eb, line, x_base, nhwc, limit):
 @njit(cache=True)
 def _walk(starts, cm, cn, a_ptr, a_lines, set_ids, b_spec, c_spec, nsets, ways, cap, xs, max_visits):
     """Sum over ``starts`` of the share of A lines in overfull sets at each window size ``xs`` (in ``cap``
-    lines), and the starts that reached it; False past ``max_visits`` lines. ``b_spec``: (w base, bytes a
-    filter row); ``c_spec``: (y base, K, P Q, tile_m, tile_n, M, nhwc, eb, line). Self-contained (no other
-    kernel called): `_table` calls it compiled in either tier of `analytic._tiers`."""
+    lines), and the starts that reached it; False past ``max_visits`` lines. ``b_spec``: (w base, rows, row
+    pitch, bytes a unit, units a row): column n's filter slice is units n tile_n .. (n + 1) tile_n of every row
+    (fprop: one row of K filters; dgrad: K R S rows of C channels); ``c_spec``: (output base, GEMM-N, output
+    pixels an image, tile_m, tile_n, M, nhwc, eb, line). Self-contained (no other kernel called): `_table`
+    calls it compiled in either tier of `analytic._tiers`."""
     nx = xs.shape[0]
     acc = np.zeros(nx, np.float64)
     reached = np.zeros(nx, np.float64)
     stamp = np.zeros(set_ids.shape[0], np.int32)
     tot = np.zeros(nsets, np.int64)
     acount = np.zeros(nsets, np.int64)
-    w_base, row_b = b_spec[0], b_spec[1]
+    w_base, b_rows, b_pitch, b_unit, b_units = b_spec
     y_base, K, PQ, tm, tn, M, nhwc, eb, line = c_spec
     tile_seen = np.zeros(a_ptr.shape[0], np.int64)
     col_seen = np.zeros(K // tn + 2, np.int64)
-    ranges = np.empty((tm * tn + 2, 2), np.int64)      # a CTA's filter and store lines, (first, last) runs
+    ranges = np.empty((b_rows + tm * tn + 2, 2), np.int64)  # a CTA's filter and store lines, (first, last) runs
     visits = 0
     ctas = cm.shape[0]
     for k in range(starts.shape[0]):
@@ -160,9 +164,11 @@ def _walk(starts, cm, cn, a_ptr, a_lines, set_ids, b_spec, c_spec, nsets, ways, 
             nr = 0
             if col_seen[n] != mark:                   # the column's filter slice, once a window
                 col_seen[n] = mark
-                k0, k1 = n * tn, min(K, (n + 1) * tn)
-                ranges[0, 0], ranges[0, 1] = (w_base + k0 * row_b) // line, (w_base + k1 * row_b - 1) // line
-                nr = 1
+                u0, u1 = n * tn, min(b_units, (n + 1) * tn)
+                for i in range(b_rows):
+                    ranges[nr, 0] = (w_base + i * b_pitch + u0 * b_unit) // line
+                    ranges[nr, 1] = (w_base + i * b_pitch + u1 * b_unit - 1) // line
+                    nr += 1
             m0, m1 = t * tm, min(M, (t + 1) * tm)
             c0, c1 = n * tn, min(K, (n + 1) * tn)
             if nhwc:                                  # the CTA's stores: its rows' tile_n channels
@@ -208,39 +214,50 @@ _COMPILED = {"tiles": _a_tile_lines, "sets": _all_sets, "walk": _walk}
 
 
 def refetch_window_table(layer, kernel, gpu, capacity, tiles_m, tiles_n, swz, per_wave, cliff):
-    """`l2_miss_window`'s table of A's re-fetch windows (module docstring): P(miss) at each `_l2.PATTERN_X`;
-    None where the window's work passes `MAX_TILE_LINES` or `MAX_VISITS` (the GPU's cliff then)."""
-    shape = (layer.n, layer.c, layer.h, layer.w, layer.k, layer.p, layer.q, layer.r, layer.s, *layer.stride,
-             *layer.pad, *layer.dilation)
-    return _table(shape, kernel.tile_m, kernel.tile_n, kernel.elem_bytes, kernel.layout == "nhwc",
-                  tensor_bases(layer, kernel), gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index,
-                  gpu.line_bytes, float(capacity), tiles_m, tiles_n, swz, per_wave, tuple(cliff))
+    """`l2_miss_window`'s table of A's re-fetch windows (module docstring) of fprop, or of unit-stride dgrad
+    (A = dy read through the flipped filter, B = w by columns of C, stores dx): P(miss) at each
+    `_l2.PATTERN_X`; None where the window's work passes `MAX_TILE_LINES` or `MAX_VISITS` (the GPU's cliff
+    then)."""
+    x_base, w_base, y_base = tensor_bases(layer, kernel)
+    eb = kernel.elem_bytes
+    N, C, K, R, S, (dh, dw) = layer.n, layer.c, layer.k, layer.r, layer.s, layer.dilation
+    if kernel.op == "fprop":     # x (N, C, H, W) into y (N, K, P, Q); the filter's K rows of R S C elements
+        a = (x_base, N, C, layer.h, layer.w, layer.p, layer.q, R, S, *layer.stride, *layer.pad, dh, dw)
+        b = (w_base, 1, 0, R * S * C * eb, K)
+        c = (y_base, K, layer.p * layer.q, N * layer.p * layer.q)
+    else:                        # dy (N, K, P, Q) into dx (N, C, H, W): p = h + pad - r dil, flipped taps
+        pad = (dh * (R - 1) - layer.pad[0], dw * (S - 1) - layer.pad[1])
+        a = (y_base, N, K, layer.p, layer.q, layer.h, layer.w, R, S, 1, 1, *pad, dh, dw)
+        b = (w_base, K * R * S, C * eb, eb, C)
+        c = (x_base, C, layer.h * layer.w, N * layer.h * layer.w)
+    total = (max(x_base + layer.input_elements * eb, y_base + N * K * layer.p * layer.q * eb)) // gpu.line_bytes
+    return _table(a, b, c, total + 2, kernel.tile_m, kernel.tile_n, eb, kernel.layout == "nhwc", gpu.l2_slices,
+                  gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, gpu.line_bytes, float(capacity), tiles_m, tiles_n,
+                  swz, per_wave, tuple(cliff))
 
 
 @functools.lru_cache(maxsize=512)
-def _table(shape, tm, tn, eb, nhwc, bases, slices, sets, ways, index, line, capacity, tiles_m, tiles_n, swz,
+def _table(a, b, c, total, tm, tn, eb, nhwc, slices, sets, ways, index, line, capacity, tiles_m, tiles_n, swz,
            per_wave, cliff):
-    N, C, H, W, K, P, Q, R, S, sh, sw, ph, pw, dh, dw = shape
-    x_base, w_base, y_base = bases
-    if N * C * H * W * eb // line > MAX_TILE_LINES:
+    """The table of A's windows: ``a`` (A's base, N, channels, rows, columns, output rows, output columns, R, S,
+    strides, pads, dilations), ``b`` (`_walk`'s ``b_spec``), ``c`` (the output's base, GEMM-N, pixels an image,
+    M), ``total`` lines spanned by the three tensors."""
+    a_base, N, C, H, W, P, Q = a[:7]
+    if N * C * H * W * eb // line > MAX_TILE_LINES or total > MAX_LINES:
         return None
-    ptr, a_lines = _COMPILED["tiles"](np.array((N, C, H, W, P, Q, R, S, sh, sw, ph, pw, dh, dw), np.int64), tm,
-                                      tiles_m, eb, line, x_base, nhwc, MAX_TILE_LINES)
+    ptr, a_lines = _COMPILED["tiles"](np.array(a[1:], np.int64), tm, tiles_m, eb, line, a_base, nhwc,
+                                      MAX_TILE_LINES)
     if ptr.shape[0] == 0:
         return None
     cm, cn = _schedule.grid_tiles(tiles_m, tiles_n, swz)
     ctas = cm.shape[0]
     span = max(1, ctas - per_wave)
     starts = np.unique(((np.arange(PLACES) + 0.5) * span / PLACES).astype(np.int64))
-    M = N * P * Q
-    total = (y_base + M * K * eb) // line + 2
-    if total > MAX_LINES:
-        return None
     set_ids = _COMPILED["sets"](total, slices, sets, index == "xor")
-    b_spec = np.array((w_base, R * S * C * eb), np.int64)
-    c_spec = np.array((y_base, K, P * Q, tm, tn, M, nhwc, eb, line), np.int64)
-    acc, reached, ok = _COMPILED["walk"](starts, cm, cn, ptr, a_lines, set_ids, b_spec, c_spec, slices * sets, ways,
-                                         slices * sets * ways * capacity, _l2.PATTERN_X, MAX_VISITS)
+    c_spec = np.array((c[0], c[1], c[2], tm, tn, c[3], nhwc, eb, line), np.int64)
+    acc, reached, ok = _COMPILED["walk"](starts, cm, cn, ptr, a_lines, set_ids, np.array(b, np.int64), c_spec,
+                                         slices * sets, ways, slices * sets * ways * capacity, _l2.PATTERN_X,
+                                         MAX_VISITS)
     if not ok:
         return None
     out = np.zeros(_l2.PATTERN_X.shape[0], np.float64)

@@ -960,7 +960,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # the window's own lines against the sets where a later wave re-reads A near the L2's capacity
     # (`_refetch_window`: stores a fixed stride apart crowd some sets below the cliff, held-out 148 #87)
     tab_a = _NO_TABLE
-    if geo.op == "fprop" and _near_cliff(hist_ra, f1, fnew, cap_lines):
+    walked = geo.op == "fprop" or (geo.op == "dgrad" and layer.stride == (1, 1))   # not strided dgrad's sub-grids
+    if walked and _near_cliff(hist_ra, f1, fnew, cap_lines):
         tab = refetch_window_table(layer, kernel, gpu, f.l2_capacity, tiles_m, tiles_n, swz, per_wave, cliff)
         tab_a = _NO_TABLE if tab is None else tab
     reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
