@@ -208,6 +208,17 @@ def _walk(starts, cm, cn, a_ptr, a_lines, set_ids, b_spec, c_spec, nsets, ways, 
     return acc, reached, True
 
 
+@njit(cache=True)
+def near_cliff(hist, f1, fnew, cap_lines):
+    """Whether some later wave re-reads A (``hist``: re-reads per gap in waves) across a window of 0.3 to 1.6
+    L2s, f1 + (g - 1) fnew lines (the table matters; elsewhere every re-read hits or misses on either count).
+    Compiled: a Python loop over the 64 gaps took 5-10 % of an fprop prediction."""
+    for g in range(1, hist.shape[0]):
+        if hist[g] > 0.0 and 0.3 <= (f1 + (g - 1) * fnew) / cap_lines <= 1.6:
+            return True
+    return False
+
+
 # the compiled kernels, bound here too: `analytic._tiers` swaps module attributes for their Python functions
 # in the interpreted tier, and a table walked in Python would take minutes (1.5 L2s of lines, 16 times)
 _COMPILED = {"tiles": _a_tile_lines, "sets": _all_sets, "walk": _walk}
@@ -217,7 +228,21 @@ def refetch_window_table(layer, kernel, gpu, capacity, tiles_m, tiles_n, swz, pe
     """`l2_miss_window`'s table of A's re-fetch windows (module docstring) of fprop, or of unit-stride dgrad
     (A = dy read through the flipped filter, B = w by columns of C, stores dx): P(miss) at each
     `_l2.PATTERN_X`; None where the window's work passes `MAX_TILE_LINES` or `MAX_VISITS` (the GPU's cliff
-    then)."""
+    then). Kept per layer shape, kernel, GPU and grid (`_KEPT`: building `_table`'s key took 10-20 us a
+    prediction, the dict lookup about 1 us)."""
+    key = (layer.shape, kernel, gpu, capacity, tiles_m, tiles_n, swz, per_wave, cliff)
+    if key not in _KEPT:
+        if len(_KEPT) >= 4096:
+            _KEPT.clear()
+        _KEPT[key] = _layer_table(layer, kernel, gpu, capacity, tiles_m, tiles_n, swz, per_wave, cliff)
+    return _KEPT[key]
+
+
+_KEPT = {}
+
+
+def _layer_table(layer, kernel, gpu, capacity, tiles_m, tiles_n, swz, per_wave, cliff):
+    """`refetch_window_table` from the layer's figures (`_table`, lru-cached by them)."""
     x_base, w_base, y_base = tensor_bases(layer, kernel)
     eb = kernel.elem_bytes
     N, C, K, R, S, (dh, dw) = layer.n, layer.c, layer.k, layer.r, layer.s, layer.dilation

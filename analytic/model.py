@@ -40,7 +40,7 @@ from ._window import a_window, nchw_window_rounds, row_run_sectors
 from ._stores import row_lines, shared_dirty_bound, stores_in_l2, strided_store_lines, wave_store_lines
 from ._tensorop import bypasses_l1, operand_kinds, relabel_loads
 from ._wave_windows import grid_excess
-from ._refetch_window import refetch_window_table
+from ._refetch_window import near_cliff, refetch_window_table
 from ._wgrad import predict_wgrad
 from simcore import metrics as Mx
 from .factors import resolve_factors
@@ -576,15 +576,6 @@ def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nb
                                cap_lines, l2_ways, cliff, shrink, excess, tab)
 
 
-def _near_cliff(hist, f1, fnew, cap_lines):
-    """Whether some later wave re-reads A across a window of 0.3 to 1.6 L2s (`_refetch_window`'s table
-    matters; elsewhere every re-read hits or misses on either count)."""
-    for g in range(1, hist.shape[0]):
-        if hist[g] > 0.0 and 0.3 <= (f1 + (g - 1) * fnew) / cap_lines <= 1.6:
-            return True
-    return False
-
-
 def _wave_cliff(gpu, cliff, win, eb, line, nhwc, share_a):
     """The L2 cliff of a window of whole waves (a tile re-fetched by a later wave), whose A lines, a share
     ``share_a`` of it, are the pixels the filter reads: where a strided filter skips pixels (1x1 stride 2:
@@ -961,7 +952,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # (`_refetch_window`: stores a fixed stride apart crowd some sets below the cliff, held-out 148 #87)
     tab_a = _NO_TABLE
     walked = geo.op == "fprop" or (geo.op == "dgrad" and layer.stride == (1, 1))   # not strided dgrad's sub-grids
-    if walked and _near_cliff(hist_ra, f1, fnew, cap_lines):
+    if walked and near_cliff(hist_ra, f1, fnew, cap_lines):
         tab = refetch_window_table(layer, kernel, gpu, f.l2_capacity, tiles_m, tiles_n, swz, per_wave, cliff)
         tab_a = _NO_TABLE if tab is None else tab
     reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
