@@ -27,8 +27,8 @@ from traces.stream import tensor_bases
 from simcore._jit import njit
 from . import _l2, _schedule
 
-#: window starts spread evenly over the grid's blocks (148 #87: 16 starts -9.5 %, 64 starts -6.3 % DRAM
-#: where 4 gave -34 %)
+#: window starts spread evenly over the grid's blocks (148 #87 DRAM +0.6 % with 16; cached cases: 8 starts moved
+#: 89 and bettered 49, 16 moved 78 and bettered 48 at a lower mean error, 32 the same means as 16)
 PLACES = 16
 #: the most A lines (summed over the tiles) and window line visits a table may cost; beyond, the cliff
 MAX_TILE_LINES = 4_000_000
