@@ -173,6 +173,21 @@ def test_windows_past_the_grid_take_the_cliff():
     assert got[-1] == pytest.approx(max(got[-2], l2_miss_prob(PATTERN_X[-1], 4.0, (0.4, 0.0))))
 
 
+def _errors_counted_and_on_the_cliff(layer, gpu, kernel):
+    """A's DRAM reads predicted with the window table and with the GPU's cliff (the table off), each as its
+    relative error against the simulation."""
+    f = analytic.ReuseFactors.load("validation/data/factors.json")
+    sim = traces.simulate_layer(layer, gpu, kernel)[DRAM_A]
+    clear_memo()
+    counted = analytic.predict_layer(layer, gpu, kernel, f)[DRAM_A]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(model, "refetch_window_table", lambda *a: None)
+        clear_memo()
+        on_the_cliff = analytic.predict_layer(layer, gpu, kernel, f)[DRAM_A]
+    clear_memo()
+    return (counted - sim) / sim, (on_the_cliff - sim) / sim
+
+
 def test_dram_reads_where_nchw_stores_crowd_some_sets():
     """Seed 148 #87's layer at batch 4 on a p100 with a quarter of its L2: dilated 3x3, nchw fp16, 8 tile
     columns of 32 planes. A column's stores are 32 planes of every 256, and their lines pile into some
@@ -181,17 +196,9 @@ def test_dram_reads_where_nchw_stores_crowd_some_sets():
     layer = traces.ConvLayer(4, 48, 32, 32, 256, 3, 3, stride=1, pad=3, dilation=3)
     gpu = simcore.scale_gpu(simcore.gpu("p100"), {"l2_bytes": 0.25})
     kernel = traces.KernelConfig(tile_m=64, tile_n=32, tile_k=32, threads=256, layout="nchw", dtype="fp16")
-    f = analytic.ReuseFactors.load("validation/data/factors.json")
-    sim = traces.simulate_layer(layer, gpu, kernel)[DRAM_A]
-    clear_memo()
-    pred = analytic.predict_layer(layer, gpu, kernel, f)[DRAM_A]
-    assert abs(pred - sim) / sim < 0.08
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(model, "refetch_window_table", lambda *a: None)
-        clear_memo()
-        on_the_cliff = analytic.predict_layer(layer, gpu, kernel, f)[DRAM_A]
-    clear_memo()
-    assert (on_the_cliff - sim) / sim < -0.15
+    counted, on_the_cliff = _errors_counted_and_on_the_cliff(layer, gpu, kernel)
+    assert abs(counted) < 0.08
+    assert on_the_cliff < -0.15
 
 
 def test_dram_reads_where_dgrad_stores_crowd_some_sets():
@@ -202,14 +209,6 @@ def test_dram_reads_where_dgrad_stores_crowd_some_sets():
     gpu = simcore.scale_gpu(simcore.gpu("p100"), {"l2_bytes": 0.375})
     kernel = traces.KernelConfig(tile_m=32, tile_n=32, tile_k=8, threads=64, vector=4, op="dgrad", dtype="fp32",
                                  ctas_per_sm=1)
-    f = analytic.ReuseFactors.load("validation/data/factors.json")
-    sim = traces.simulate_layer(layer, gpu, kernel)[DRAM_A]
-    clear_memo()
-    pred = analytic.predict_layer(layer, gpu, kernel, f)[DRAM_A]
-    assert abs(pred - sim) / sim < 0.10
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(model, "refetch_window_table", lambda *a: None)
-        clear_memo()
-        on_the_cliff = analytic.predict_layer(layer, gpu, kernel, f)[DRAM_A]
-    clear_memo()
-    assert (on_the_cliff - sim) / sim < -0.25
+    counted, on_the_cliff = _errors_counted_and_on_the_cliff(layer, gpu, kernel)
+    assert abs(counted) < 0.10
+    assert on_the_cliff < -0.25
