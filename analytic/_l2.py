@@ -35,7 +35,7 @@ from simcore._jit import njit
 
 __all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses",
            "spread_refetch_misses", "tile_refetch_misses", "footprint", "swept_rereads", "cliff_params",
-           "hash_dispersion", "blocks_dispersion", "NO_EXCESS"]
+           "hash_dispersion", "blocks_dispersion", "NO_EXCESS", "NO_TABLE"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -155,6 +155,10 @@ def _residue_cliff(slices, sets, ways, index, cap, step, residues):
             done = f[j]
         miss[j] = counts[counts > ways].sum() / f[j]
     return miss
+
+
+#: `l2_miss_window`'s ``tab`` where the window has no table of its own: the GPU's cliff (`l2_miss_prob`)
+NO_TABLE = np.zeros(0, np.float64)
 
 
 @njit(cache=True)

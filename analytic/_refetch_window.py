@@ -72,6 +72,8 @@ def _a_tile_lines(shape, tm, tiles_m, eb, line, x_base, nhwc, limit):
     out = np.empty(1 << 16, np.int64)
     count = 0
     for t in range(tiles_m):
+        # the tile's input pixels, as `_compulsory.tile_sectors` walks them; not shared: this module's kernels
+        # call no other kernel, so that `_COMPILED` runs them compiled in the interpreted tier
         npix = 0
         for m in range(t * tm, min(M, (t + 1) * tm)):
             n = m // PQ
@@ -255,7 +257,7 @@ def _layer_table(layer, kernel, gpu, capacity, tiles_m, tiles_n, swz, per_wave, 
         a = (y_base, N, K, layer.p, layer.q, layer.h, layer.w, R, S, 1, 1, *pad, dh, dw)
         b = (w_base, K * R * S, C * eb, eb, C)
         c = (x_base, C, layer.h * layer.w, N * layer.h * layer.w)
-    total = (max(x_base + layer.input_elements * eb, y_base + N * K * layer.p * layer.q * eb)) // gpu.line_bytes
+    total = (y_base + layer.output_elements * eb) // gpu.line_bytes      # y is placed last (x, w, y)
     return _table(a, b, c, total + 2, kernel.tile_m, kernel.tile_n, eb, kernel.layout == "nhwc", gpu.l2_slices,
                   gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, gpu.line_bytes, float(capacity), tiles_m, tiles_n,
                   swz, per_wave, tuple(cliff))

@@ -17,14 +17,14 @@ from ._common import assemble, cdiv, dirty_at_end, layer_time, tile_samples, uni
 from ._counts_grouped import tile_pixel_counts
 from ._memo import memo
 from ._counts import _gcd, _ramp, _range_1d, lines_per_row
-from ._l2 import NO_EXCESS, cliff_params, l2_miss_prob, refetch_misses
+from ._l2 import NO_EXCESS, NO_TABLE, cliff_params, l2_miss_prob, refetch_misses
 from ._schedule import GAP_MAX, WAVE_SAMPLES, sample_index, tile_of, wave_stats
 from ._timeline import sorted_union
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py, _l2.py, _schedule.py and _timeline.py (and _wgrad calls _counts_grouped). tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "b75e622779b0240c"
+_JIT_DEPS_SHA256 = "5457f5d63faeed43"
 
 __all__ = ["pixel_reuse"]
 
@@ -839,10 +839,10 @@ def predict_wgrad(layer, gpu, kernel, f, machine, ex):
     c_lines = cdiv(K * RSC * eb, LINE) / ctas
     f1 = na_wave * NPQ * a_row_eff + phi1 * x_lines + ctas_wave * c_lines
     fnew = max(0.0, f1 - NPQ * a_row_eff * hist_ra[1] / n_waves - (phi1 - phin) * x_lines)
-    reread_a = refetch_misses(hist_ra, a_slice, f1, fnew, cap_lines, l2_ways, cliff, NO_EXCESS, NO_EXCESS)
+    reread_a = refetch_misses(hist_ra, a_slice, f1, fnew, cap_lines, l2_ways, cliff, NO_EXCESS, NO_TABLE)
     # x re-read by later waves: the column's own, and the other positions' columns of the same channels
     hist_x = x_wave_rereads(tiles_m, tiles_n, swz, per_wave, tn, C, R * S, _X_CHANNELS)
-    reread_b = refetch_misses(hist_x, uniq_x, f1, fnew, cap_lines, l2_ways, cliff, NO_EXCESS, NO_EXCESS)
+    reread_b = refetch_misses(hist_x, uniq_x, f1, fnew, cap_lines, l2_ways, cliff, NO_EXCESS, NO_TABLE)
     dram_a = min(miss_a, uniq_dy + reread_a)
     dram_b = min(miss_b, uniq_x + far_b + reread_b)
 

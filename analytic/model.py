@@ -19,8 +19,8 @@ from ._common import nsets as _nsets, position_phases
 from ._counts import block_lines_per_row, l1_counts, lines_per_row
 from ._geometry import (b_hold_in_set, b_line_hold, dgrad_a_shifts, dgrad_b_classes, dgrad_step_overlap,
                         dgrad_subproblems, geometry, geometry_check, strided_starts)
-from ._l2 import (NO_EXCESS, SPREAD_SAMPLES, banded_refetch_misses, blocks_dispersion, cliff_params, l2_miss_prob,
-                  pattern_cliff, swept_rereads, tile_refetch_misses)
+from ._l2 import (NO_EXCESS, NO_TABLE, SPREAD_SAMPLES, banded_refetch_misses, blocks_dispersion, cliff_params,
+                  l2_miss_prob, pattern_cliff, swept_rereads, tile_refetch_misses)
 from ._memo import memo
 from ._joint_l2 import joint_columns
 from ._reuse import halo_misses, l1_configs
@@ -51,7 +51,6 @@ __all__ = ["predict_layer", "predict_network", "layer_time", "TIMING_KEYS"]
 _NO_CORR = np.zeros((1, 1), np.float64)  # no issue-order corrections
 _NO_REL = np.ones((1, 1), np.float64)
 _NO_B = np.ones((1, 1), np.float64)
-_NO_TABLE = np.zeros(0, np.float64)       # `l2_miss_window` without a pattern: the analytic cliff
 _NO_CLASS = np.zeros((1, 4), np.float64)  # nchw: no within-CTA L2 term
 _NO_ROUNDS = np.zeros((2, 0), np.float64)  # a window of d positions holds d rounds' share of A's, B's lines
 FOLLOWER_SAMPLES = 4       # waves sampled by `_followers.follower_windows`
@@ -552,7 +551,7 @@ def _wave_loads(dens_l, tm, delta, b_slice_lines, na, nb, runs):
 
 
 def _tile_refetches(core, bnd, f1, fnew, df, share_a, grid_key, parts, nline, nblk, cap_lines, l2_ways, cliff,
-                    excess, tab=_NO_TABLE):
+                    excess, tab=NO_TABLE):
     """A's re-fetches of a tile_m by later waves (core rows and halo rows). A full wave's re-read meets a
     full wave's lines (`wave_stats`' rows less the last one's; their mean over every wave with a small
     last wave was short: seed 5 #44, dgrad 7x1 with 2 1/4 waves: one full wave touches 61k lines simulated,
@@ -813,7 +812,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     # lines, the cliff of that pattern through the GPU's own slice and set functions
     l2_tab = pattern_cliff(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, float(f.l2_capacity),
                            sw * C * eb, min(C, tk) * eb, LINE) if nhwc else None
-    l2_tab = _NO_TABLE if l2_tab is None else l2_tab
+    l2_tab = NO_TABLE if l2_tab is None else l2_tab
     if l2_tab.shape[0] > 1 and geo.op == "fprop":
         # the windows of a few k-steps with their filter lines where they land (`_joint_l2`), the halo's too:
         # near the cliff only
@@ -950,17 +949,17 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         twice_b = twice[1, 0] * tile_lines + twice[1, 1] * b_slice_lines
     # the window's own lines against the sets where a later wave re-reads A near the L2's capacity
     # (`_refetch_window`: stores a fixed stride apart crowd some sets below the cliff, held-out 148 #87)
-    tab_a = _NO_TABLE
+    tab_a = NO_TABLE
     walked = geo.op == "fprop" or (geo.op == "dgrad" and layer.stride == (1, 1))   # not strided dgrad's sub-grids
     if walked and near_cliff(hist_ra, f1, fnew, cap_lines):
         tab = refetch_window_table(layer, kernel, gpu, f.l2_capacity, tiles_m, tiles_n, swz, per_wave, cliff)
-        tab_a = _NO_TABLE if tab is None else tab
+        tab_a = NO_TABLE if tab is None else tab
     reread_a = _tile_refetches(dens * core, dens * bnd, f1, fnew, df, share_a, (tiles_m, tiles_n, swz, sms, cps),
                                (dens_l, rows_tm, delta, b_slice_lines, c_lines, full),
                                _line_blocks(C, tk, eb, LINE, nhwc), nblk, cap_lines, l2_ways, wave_cliff, twice_a,
                                tab_a)
     reread_b = banded_refetch_misses(hist_rb, b_slice, f1, fnew, df, share_b, False, cap_lines, l2_ways, wave_cliff,
-                                     twice_b, _NO_TABLE)
+                                     twice_b, NO_TABLE)
     if not b_bypass:
         # a later wave re-fetches a slice from L2 only where its first holders miss it in the L1 (seed 5 #38:
         # each SM keeps its tile_n and its L1 the slice; the L2 sees the compulsory reads alone)

@@ -3,13 +3,13 @@ re-reads judged on them (`analytic._l2.banded_refetch_misses`), against line-by-
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analytic._l2 import banded_refetch_misses, cliff_params, refetch_misses
+from analytic._l2 import NO_TABLE, banded_refetch_misses, cliff_params, refetch_misses
 from analytic.factors import ReuseFactors
 from analytic._stores import row_lines as _row_lines
 from analytic.model import _band_stores
 import simcore
 
-NONE = np.zeros(0)      # no tiles a window holds twice (`analytic._wave_windows`); no window table (the cliff)
+NONE = np.zeros(0)      # no tiles a window holds twice (`analytic._wave_windows`)
 
 LINE = 128
 
@@ -81,15 +81,15 @@ def test_banded_refetch_reduces_to_refetch_and_lies_between():
     hist = np.zeros(8)
     hist[2], hist[3] = 5.0, 20.0
     f1, fnew = 0.35 * cap, 0.33 * cap
-    base = refetch_misses(hist, 10.0, f1, fnew, cap, gpu.l2_ways, cliff, NONE, NONE)
-    assert banded_refetch_misses(hist, 10.0, f1, fnew, 0.0, 0.5, True, cap, gpu.l2_ways, cliff, NONE, NONE) == base
-    assert banded_refetch_misses(hist, 10.0, f1, fnew, -0.2 * cap, 0.0, True, cap, gpu.l2_ways, cliff, NONE, NONE) == base
+    base = refetch_misses(hist, 10.0, f1, fnew, cap, gpu.l2_ways, cliff, NONE, NO_TABLE)
+    assert banded_refetch_misses(hist, 10.0, f1, fnew, 0.0, 0.5, True, cap, gpu.l2_ways, cliff, NONE, NO_TABLE) == base
+    assert banded_refetch_misses(hist, 10.0, f1, fnew, -0.2 * cap, 0.0, True, cap, gpu.l2_ways, cliff, NONE, NO_TABLE) == base
     df = -0.3 * cap
-    low = refetch_misses(hist, 10.0, f1 + df, fnew + df, cap, gpu.l2_ways, cliff, NONE, NONE)
+    low = refetch_misses(hist, 10.0, f1 + df, fnew + df, cap, gpu.l2_ways, cliff, NONE, NO_TABLE)
     assert low < base                              # the cliff sits inside this range
-    cross = banded_refetch_misses(hist, 10.0, f1, fnew, df, 1.0, True, cap, gpu.l2_ways, cliff, NONE, NONE)
-    within = banded_refetch_misses(hist, 10.0, f1, fnew, df, 1.0, False, cap, gpu.l2_ways, cliff, NONE, NONE)
+    cross = banded_refetch_misses(hist, 10.0, f1, fnew, df, 1.0, True, cap, gpu.l2_ways, cliff, NONE, NO_TABLE)
+    within = banded_refetch_misses(hist, 10.0, f1, fnew, df, 1.0, False, cap, gpu.l2_ways, cliff, NONE, NO_TABLE)
     assert low < cross < base
     assert abs(within - low) < 1e-9
-    half = banded_refetch_misses(hist, 10.0, f1, fnew, df, 0.5, False, cap, gpu.l2_ways, cliff, NONE, NONE)
+    half = banded_refetch_misses(hist, 10.0, f1, fnew, df, 0.5, False, cap, gpu.l2_ways, cliff, NONE, NO_TABLE)
     assert abs(half - 0.5 * (base + low)) < 1e-9

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import simcore
-from analytic._l2 import banded_refetch_misses, cliff_params, l2_miss_prob, spread_refetch_misses
+from analytic._l2 import NO_TABLE, banded_refetch_misses, cliff_params, l2_miss_prob, spread_refetch_misses
 from analytic.factors import ReuseFactors
 from analytic.model import _line_blocks, _tile_refetches
 from analytic._schedule import last_wave_hists, wave_stats
@@ -16,7 +16,6 @@ from analytic._schedule import last_wave_hists, wave_stats
 GPU = simcore.gpu("v100")
 CLIFF = cliff_params(GPU, ReuseFactors())
 CAP = GPU.l2_bytes / GPU.line_bytes
-NO_TAB = np.zeros(0)     # `l2_miss_window` without a window table: the GPU's cliff
 
 
 def _miss_sum(hist, volume, footprint):
@@ -35,13 +34,13 @@ def test_spread_refetch_is_the_mean_over_the_places_of_the_last_touch(f1, fnew, 
     # spread at all is the banded sum itself
     hist, twice = np.array([0.0] + hist), np.array([0.0] + twice) * CAP
     f1, fnew, shrink = f1 * CAP, fnew * CAP, shrink * CAP
-    got = spread_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, shrink, twice, NO_TAB)
+    got = spread_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, shrink, twice, NO_TABLE)
     want = np.mean([_miss_sum(hist, 3.0, lambda g, u=u: max(0.0, max(0.0, f1 - u * shrink) + (g - 1) * fnew
                                                           - twice[g]))
                     for u in (np.arange(8) + 0.5) / 8])
     assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
-    assert spread_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, 0.0, twice, NO_TAB) == \
-        banded_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, twice, NO_TAB)
+    assert spread_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, 0.0, twice, NO_TABLE) == \
+        banded_refetch_misses(hist, 3.0, f1, fnew, 0.0, 0.0, True, CAP, GPU.l2_ways, CLIFF, twice, NO_TABLE)
 
 
 def test_line_blocks_count_the_blocks_of_a_line():
