@@ -315,14 +315,12 @@ def _co_resident_loops(layer, kernel, sms, cps, tpf) -> float:
     past 400 where it reads the same."""
     _blk_tm, _blk_tn, steps = _strided_grid(layer, kernel, tpf)
     n = steps.shape[0]
+    first = steps[:min(n, sms)]
     same = pairs = 0
-    for b in range(min(n, sms)):
-        for j in range(1, cps):
-            c = b + j * sms
-            if c >= n:
-                break
-            pairs += 1
-            same += int(steps[b] == steps[c])
+    for j in range(1, cps):                     # the first wave's slot j of each SM (numpy: 0.18 ms -> 0.02 ms)
+        other = steps[j * sms:min(n, (j + 1) * sms)]
+        pairs += other.shape[0]
+        same += int((first[:other.shape[0]] == other).sum())
     return same / pairs if pairs else 1.0
 
 
