@@ -534,7 +534,7 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
     busy = min(float(ctas), float(machine[0] * gpu.sms))
     tile_px = _tile_pixels(layer, kernel, gpu.sector_bytes)[1]
     pixels = _layer_pixels(layer, gpu.sector_bytes)
-    per_column = min(busy, float(tiles_m))        # busy CTAs in block order: a column's tiles, the next's
+    per_column, columns = busy_columns(busy, tiles_m, tiles_n, kernel.swizzle_log)
 
     def window(columns):
         return (min(per_column * tile_px, pixels * per_column / tiles_m + tile_px, pixels)
@@ -542,11 +542,25 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
 
     last = layer.k - (tiles_n - 1) * kernel.tile_n
     if busy < ctas or tiles_n == 1 or last == kernel.tile_n or group_mode(layer, kernel) != "multiple":
-        return ((1.0, window(busy / tiles_m)),)
+        return ((1.0, window(columns)),)
     g_full, g_last = kernel.tile_n // layer.k_per_group, last // layer.k_per_group
     both = g_last * tiles_n                       # group steps with every column running
     rest = (g_full - g_last) * (tiles_n - 1)      # after the last column finished
     return ((both / (both + rest), window(float(tiles_n))), (rest / (both + rest), window(tiles_n - 1.0)))
+
+
+def busy_columns(busy, tiles_m, tiles_n, swz) -> tuple:
+    """(busy CTAs a column, busy columns): the grid's first ``busy`` blocks in block order (DESIGN 3: tile_m =
+    bx >> swizzle_log, the columns of a band of 2^swizzle_log vary fastest). Unswizzled, a column's tile_m's, then
+    the next column's; swizzled, each tile_m's band columns side by side, so ``busy`` CTAs short of the band's
+    tiles hold busy / band tile_m's in each of its columns. Seed 6 #158 (4 columns, swizzle_log 3, 168 busy
+    CTAs of 208 tile_m's): 42 tile_m's in 4 columns, where one column's 168 tile_m's doubled the L2 window's
+    pixels and put the re-reads at 0.9 L2s (DRAM +165 %; replayed: no re-read misses)."""
+    band = min(1 << swz, tiles_n)
+    if busy >= tiles_m * band:
+        return float(tiles_m), busy / tiles_m
+    columns = min(float(band), busy)
+    return busy / columns, columns
 
 
 def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
@@ -587,9 +601,10 @@ def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
     ways, cliff = float(gpu.l2_ways), cliff_params(gpu, f)
     tiles_m, tiles_n = cdiv(layer.gemm_m, kernel.tile_m), cdiv(layer.k, kernel.tile_n)
     busy = min(float(tiles_m * tiles_n), float(machine[0] * gpu.sms))
-    step_tiles = min(busy, float(tiles_m)) * _group_windows(layer, kernel, busy / tiles_m)
+    per_column, busy_cols = busy_columns(busy, tiles_m, tiles_n, kernel.swizzle_log)
+    step_tiles = per_column * _group_windows(layer, kernel, busy_cols)
     lead, last_w, last_px, first_w, first_px = _readers(layer, kernel)
-    columns = math.ceil(min(busy / tiles_m, tiles_n))
+    columns = math.ceil(min(busy_cols, tiles_n))
     return _window_misses(_window_lines_l2(layer, kernel, gpu.line_bytes, columns),
                           np.array(_busy_periods(layer, kernel, gpu, machine), np.float64), by_class, by_dist,
                           _tile_pixels(layer, kernel, gpu.sector_bytes)[1] / (layer.r * layer.s), step_tiles / cap,
