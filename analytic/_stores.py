@@ -64,7 +64,7 @@ def _strided_store_lines(n, h, w, pixel, width, sh, sw, line, starts):
         start_h, start_w = starts[f, 0], starts[f, 1]
         pp, qq = -(-(h - start_h) // sh), -(-(w - start_w) // sw)
         img, row, base = h * w * pixel, sh * w * pixel, (start_h * w + start_w) * pixel
-        rep_n, rep_i = line // _gcd(img, line), line // _gcd(row, line)
+        rep_n, rep_i = line // math.gcd(img, line), line // math.gcd(row, line)
         count[:] = 0
         for a in range(min(n, rep_n)):
             per_n = (n - a + rep_n - 1) // rep_n              # images whose index is a modulo rep_n
@@ -98,13 +98,6 @@ def _strided_store_lines(n, h, w, pixel, width, sh, sw, line, starts):
                             total -= shared
                     prev_end = (row_start + span - 1) // line
     return total
-
-
-@njit(cache=True)
-def _gcd(a, b):
-    while b:
-        a, b = b, a % b
-    return a
 
 
 @memo(4096)
