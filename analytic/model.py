@@ -24,6 +24,7 @@ from ._l2 import (NO_EXCESS, NO_TABLE, SPREAD_SAMPLES, banded_refetch_misses, bl
 from ._memo import memo
 from ._joint_l2 import joint_columns
 from ._reuse import halo_misses, l1_configs
+from ._l1_rounds import a_hit_share
 from ._compulsory import cta_sectors
 from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
@@ -905,6 +906,11 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         # held last wave (`_compulsory`: the first touches above count one filter position at a time)
         first = cfg[:, 0][(cfg[:, CFG_AREP] < 0.5) & (cfg[:, CFG_PREV_A] < 0.5)].sum() / max(cfg[:, 0].sum(), 1e-300)
         miss_a = min(float(sec_a), max(miss_a, cta_sectors(layer, kernel, SEC) * tiles_n * first))
+    # pixels not whole lines: A's L1 hits counted on sampled SMs' rounds (`_l1_rounds`; taps > 1: re-reads one
+    # tap back decide them)
+    counted_a = a_hit_share(geo, layer, kernel, gpu, cps, ways, sets) if nhwc and R * S > 1 else None
+    if counted_a is not None:
+        miss_a = float(sec_a) * (1.0 - counted_a)
     l1_hit_a = sec_a - miss_a
     l1_hit_b = 0.0 if b_bypass else sec_b * min(1.0, hit_b)
     miss_b = sec_b - l1_hit_b
