@@ -48,83 +48,6 @@ MAX_TOUCHES = 4_000_000
 
 
 @njit(cache=True)
-def _valid_blocks(tiles_m, tiles_n, swz, need):
-    """(tile_m, tile_n) of the first ``need`` valid blocks in block order (`_schedule.tile_of`)."""
-    tmv = np.empty(need, np.int64)
-    tnv = np.empty(need, np.int64)
-    gx = tiles_m << swz
-    b = 0
-    v = 0
-    while v < need:
-        bx = b % gx
-        by = b // gx
-        a = bx >> swz
-        cn = (by << swz) + (bx & ((1 << swz) - 1))
-        if a < tiles_m and cn < tiles_n:
-            tmv[v] = a
-            tnv[v] = cn
-            v += 1
-        b += 1
-    return tmv, tnv
-
-
-@njit(cache=True)
-def _touches(dims, tile_m, tile_n, step, tm, tn, tk, vec, threads, eb, sec, line, w_base, out, at, tag):
-    """Append one CTA's k-step ``step`` sector touches to ``out`` from ``at`` (columns: sector id, ``tag``, 1 for
-    A): its A requests, then its B requests, warp by warp, each request's distinct sectors ascending (DESIGN
-    section 3). Returns the new end."""
-    n, h, w, c, k = dims[0], dims[1], dims[2], dims[3], dims[4]
-    p, q, r_, s_ = dims[5], dims[6], dims[7], dims[8]
-    sh, sw, ph, pw, dh, dw = dims[9], dims[10], dims[11], dims[12], dims[13], dims[14]
-    m_all = n * p * q
-    c0 = (step // (r_ * s_)) * tk
-    rs = step % (r_ * s_)
-    fr = rs // s_
-    fs = rs % s_
-    tc = tk // vec
-    ts = threads // tc
-    secs = np.empty(32 * (vec * eb // sec + 2), np.int64)
-    for op in range(2):
-        iters = (tm if op == 0 else tn) // ts
-        for wp in range(threads // 32):
-            for j in range(iters):
-                ns = 0
-                for t in range(32 * wp, 32 * wp + 32):
-                    so = t // tc + j * ts
-                    ch = c0 + (t % tc) * vec
-                    if ch >= c:
-                        continue
-                    if op == 0:
-                        m = tile_m * tm + so
-                        if m >= m_all:
-                            continue
-                        img = m // (p * q)
-                        pq = m % (p * q)
-                        hh = (pq // q) * sh - ph + fr * dh
-                        ww = (pq % q) * sw - pw + fs * dw
-                        if hh < 0 or hh >= h or ww < 0 or ww >= w:
-                            continue
-                        addr = (((img * h + hh) * w + ww) * c + ch) * eb
-                    else:
-                        kk = tile_n * tn + so
-                        if kk >= k:
-                            continue
-                        addr = w_base + ((kk * r_ * s_ + rs) * c + ch) * eb
-                    for x in range(addr // sec, (addr + vec * eb - 1) // sec + 1):
-                        secs[ns] = x
-                        ns += 1
-                if ns == 0:
-                    continue
-                uniq = np.unique(secs[:ns])
-                for x in uniq:
-                    out[at, 0] = x
-                    out[at, 1] = tag
-                    out[at, 2] = 1 - op
-                    at += 1
-    return at
-
-
-@njit(cache=True)
 def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps, line, sec, sets, ways, w_base,
             n_sm, budget):
     """(A sector hits, A sector reads) of a sectored LRU L1 (DESIGN section 4: a line allocated on a tag miss holds
@@ -132,6 +55,82 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
     over the grid, every k-step of the wave in rounds (each slot one step: A requests, then B requests), from a
     cold L1; ``n_sm`` samples at most, fewer where k-steps x samples would pass ``budget``. Self-contained (called
     through `_COMPILED`)."""
+    # helpers defined inside: the kernel calls no other kernel, so `_COMPILED` compiles it whole even while
+    # `_tiers` runs the model's kernels interpreted (their module globals are then Python functions: a helper at
+    # module level failed to type there)
+    def _valid_blocks(tiles_m, tiles_n, swz, need):
+        """(tile_m, tile_n) of the first ``need`` valid blocks in block order (`_schedule.tile_of`)."""
+        tmv = np.empty(need, np.int64)
+        tnv = np.empty(need, np.int64)
+        gx = tiles_m << swz
+        b = 0
+        v = 0
+        while v < need:
+            bx = b % gx
+            by = b // gx
+            a = bx >> swz
+            cn = (by << swz) + (bx & ((1 << swz) - 1))
+            if a < tiles_m and cn < tiles_n:
+                tmv[v] = a
+                tnv[v] = cn
+                v += 1
+            b += 1
+        return tmv, tnv
+
+    def _touches(dims, tile_m, tile_n, step, tm, tn, tk, vec, threads, eb, sec, line, w_base, out, at, tag):
+        """Append one CTA's k-step ``step`` sector touches to ``out`` from ``at`` (columns: sector id, ``tag``, 1 for
+        A): its A requests, then its B requests, warp by warp, each request's distinct sectors ascending (DESIGN
+        section 3). Returns the new end."""
+        n, h, w, c, k = dims[0], dims[1], dims[2], dims[3], dims[4]
+        p, q, r_, s_ = dims[5], dims[6], dims[7], dims[8]
+        sh, sw, ph, pw, dh, dw = dims[9], dims[10], dims[11], dims[12], dims[13], dims[14]
+        m_all = n * p * q
+        c0 = (step // (r_ * s_)) * tk
+        rs = step % (r_ * s_)
+        fr = rs // s_
+        fs = rs % s_
+        tc = tk // vec
+        ts = threads // tc
+        secs = np.empty(32 * (vec * eb // sec + 2), np.int64)
+        for op in range(2):
+            iters = (tm if op == 0 else tn) // ts
+            for wp in range(threads // 32):
+                for j in range(iters):
+                    ns = 0
+                    for t in range(32 * wp, 32 * wp + 32):
+                        so = t // tc + j * ts
+                        ch = c0 + (t % tc) * vec
+                        if ch >= c:
+                            continue
+                        if op == 0:
+                            m = tile_m * tm + so
+                            if m >= m_all:
+                                continue
+                            img = m // (p * q)
+                            pq = m % (p * q)
+                            hh = (pq // q) * sh - ph + fr * dh
+                            ww = (pq % q) * sw - pw + fs * dw
+                            if hh < 0 or hh >= h or ww < 0 or ww >= w:
+                                continue
+                            addr = (((img * h + hh) * w + ww) * c + ch) * eb
+                        else:
+                            kk = tile_n * tn + so
+                            if kk >= k:
+                                continue
+                            addr = w_base + ((kk * r_ * s_ + rs) * c + ch) * eb
+                        for x in range(addr // sec, (addr + vec * eb - 1) // sec + 1):
+                            secs[ns] = x
+                            ns += 1
+                    if ns == 0:
+                        continue
+                    uniq = np.unique(secs[:ns])
+                    for x in uniq:
+                        out[at, 0] = x
+                        out[at, 1] = tag
+                        out[at, 2] = 1 - op
+                        at += 1
+        return at
+
     ctas = tiles_m * tiles_n
     tmv, tnv = _valid_blocks(tiles_m, tiles_n, swz, ctas)
     ksteps = dims[7] * dims[8] * ((dims[3] + tk - 1) // tk)
