@@ -53,8 +53,8 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
     """(A sector hits, A sector reads) of a sectored LRU L1 (DESIGN section 4: a line allocated on a tag miss holds
     the sector read, the other sectors fill as read; any read renews the line) over sampled (wave, SM) pairs spread
     over the grid, every k-step of the wave in rounds (each slot one step: A requests, then B requests), from a
-    cold L1; ``n_sm`` samples at most, fewer where k-steps x samples would pass ``budget``. Self-contained (called
-    through `_COMPILED`)."""
+    cold L1; ``n_sm`` samples at most, and no more once ``budget`` touches are replayed (at least `MIN_SAMPLES`).
+    Self-contained (called through `_COMPILED`)."""
     # helpers defined inside: the kernel calls no other kernel, so `_COMPILED` compiles it whole even while
     # `_tiers` runs the model's kernels interpreted (their module globals are then Python functions: a helper at
     # module level failed to type there)
