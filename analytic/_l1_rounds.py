@@ -77,10 +77,10 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
             b += 1
         return tmv, tnv
 
-    def _touches(dims, tile_m, tile_n, step, tm, tn, tk, vec, threads, eb, sec, line, w_base, out, at, tag):
-        """Append one CTA's k-step ``step`` sector touches to ``out`` from ``at`` (columns: sector id, ``tag``, 1 for
-        A): its A requests, then its B requests, warp by warp, each request's distinct sectors ascending (DESIGN
-        section 3). Returns the new end."""
+    def _touches(dims, tile_m, tile_n, step, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at):
+        """Append one CTA's k-step ``step`` sector touches to ``seq`` (sector ids) and ``is_a`` from ``at``: its A
+        requests, then its B requests, warp by warp, each request's distinct sectors ascending (DESIGN section 3).
+        Returns the new end."""
         n, h, w, c, k = dims[0], dims[1], dims[2], dims[3], dims[4]
         p, q, r_, s_ = dims[5], dims[6], dims[7], dims[8]
         sh, sw, ph, pw, dh, dw = dims[9], dims[10], dims[11], dims[12], dims[13], dims[14]
@@ -125,9 +125,8 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
                         continue
                     uniq = np.unique(secs[:ns])
                     for x in uniq:
-                        out[at, 0] = x
-                        out[at, 1] = tag
-                        out[at, 2] = 1 - op
+                        seq[at] = x
+                        is_a[at] = op == 0
                         at += 1
         return at
 
@@ -144,7 +143,6 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
     spent = 0
     done = 0
     per_step = (tm + tn) * (tk // vec) * (vec * eb // sec + 2)
-    step_seq = np.empty((per_step, 3), np.int64)
     spl = line // sec
     hits = 0
     reads = 0
@@ -181,12 +179,7 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
         for st in range(ksteps):
             for j in range(slots):
                 v = base + j * sms
-                n_new = _touches(dims, tmv[v], tnv[v], st, tm, tn, tk, vec, threads, eb, sec, line, w_base,
-                                 step_seq, 0, 0)
-                for u in range(n_new):
-                    seq[at] = step_seq[u, 0]
-                    is_a[at] = step_seq[u, 2] == 1
-                    at += 1
+                at = _touches(dims, tmv[v], tnv[v], st, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at)
         spent += at
         lines = seq[:at] // spl
         ids = np.unique(lines)
@@ -245,12 +238,12 @@ _COMPILED = {"hits": _a_hits}
 
 def a_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
     """The counted share of A's L1 sector reads that hit (`_a_hits`), or None where the layer is not counted: fprop
-    nhwc SIMT, dense, pixels not whole lines (``geo``: its `_geometry.Geometry`). Cached per layer shape, kernel
-    and L1 geometry."""
+    nhwc SIMT, dense, more than one filter tap (the re-reads one tap back decide A's hits), pixels not whole lines
+    (``geo``: its `_geometry.Geometry`). Cached per layer shape, kernel and L1 geometry."""
     line = gpu.line_bytes
     win = geo.win
     if (geo.op != "fprop" or win.reverse or kernel.layout != "nhwc" or kernel.math != "simt" or layer.groups != 1
-            or (win.c * kernel.elem_bytes) % line == 0):
+            or win.r * win.s == 1 or (win.c * kernel.elem_bytes) % line == 0):
         return None
     ksteps = win.r * win.s * -(-win.c // kernel.tile_k)
     per_step = (kernel.tile_m + kernel.tile_n) * (kernel.tile_k // kernel.vector) * (

@@ -906,9 +906,8 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
         # held last wave (`_compulsory`: the first touches above count one filter position at a time)
         first = cfg[:, 0][(cfg[:, CFG_AREP] < 0.5) & (cfg[:, CFG_PREV_A] < 0.5)].sum() / max(cfg[:, 0].sum(), 1e-300)
         miss_a = min(float(sec_a), max(miss_a, cta_sectors(layer, kernel, SEC) * tiles_n * first))
-    # pixels not whole lines: A's L1 hits counted on sampled SMs' rounds (`_l1_rounds`; taps > 1: re-reads one
-    # tap back decide them)
-    counted_a = a_hit_share(geo, layer, kernel, gpu, cps, ways, sets) if nhwc and R * S > 1 else None
+    # pixels not whole lines: A's L1 hits counted on sampled SMs' rounds (`_l1_rounds` says where)
+    counted_a = a_hit_share(geo, layer, kernel, gpu, cps, ways, sets)
     if counted_a is not None:
         miss_a = float(sec_a) * (1.0 - counted_a)
     l1_hit_a = sec_a - miss_a
