@@ -19,12 +19,19 @@ errors only where those re-reads hit.
 Counted here as the L1 sees them: on (wave, SM) pairs spread over the grid (waves run in step, since every CTA
 has the same k-steps: wave w's valid blocks w x SMs x slots + sm + j x SMs sit on SM sm), every k-step of the
 wave, each slot's requests in issue order (each warp request's distinct sectors ascending,
-`PitchLinearStripminedThreadMap`) through a sectored LRU (a line's LRU distance in its set: the distinct lines
-of the set touched since its last touch, a Fenwick tree over the touches a set; a line past the ways was
-evicted, and comes back with the sector read alone), from a cold L1. The share of A's sector reads that hit
+`PitchLinearStripminedThreadMap`) through a sectored LRU (each set's resident lines in recency order; a line
+whose distance, the distinct lines of its set touched since its last touch, reached the ways was evicted, and
+comes back with the sector read alone), from a cold L1. The share of A's sector reads that hit
 replaces the model's A hits (`model._predict_gemm`); everything else (B, the L2 side) stays the model's. It is a
 sample of the schedule, not a simulation of the layer: at most `SM_SAMPLES` (wave, SM) pairs, whatever the
 batch. The count equals a plain LRU over the naive request stream, wave by wave (tests/test_l1_rounds.py).
+
+Grouped and depthwise layers with taps are counted too, whatever their pixels (`_grouped_model.predict_grouped`):
+a CTA walks its column's groups one after the other and the next group's channels lie in the lines the last one
+read, so those re-reads sit at the ways as well (3 #152, a depthwise 7x7 stem of C 7 fp16: the windows said 97.4 %
+of A's reads hit, 95.0 % simulated and counted; L2 reads -46.9 %). The k-step follows traces/KERNELS.md's grouped
+fprop: ((gi CB + cb) R + r) S + s, A's channels from the group's first (read past its end while below C), B's
+rows of group gi only; the steps of groups past the layer's touch nothing and are skipped.
 """
 from __future__ import annotations
 
@@ -32,19 +39,24 @@ import functools
 
 import numpy as np
 
+from traces.grouped import groups_per_cta
 from traces.stream import tensor_bases
 from simcore._jit import njit
 
 #: (wave, SM) samples: at most SM_SAMPLES, at least MIN_SAMPLES, no more once TOUCH_BUDGET sector touches are
 #: replayed. Measured against the simulated A hit share (66 #13, 1 #138, 62 #52, 64 #100, 4 #81, 6 #53, 2 #280,
-#: 68 #278, 66 #180): within 0.036 with 32 samples, 0.075 with 16 (62 #52: 0.344 against 0.269), 0.12 with 8;
-#: 32 samples cost 0.1-1 s a layer shape and GPU on the development VM (2.7x slower than the sessions' before)
-SM_SAMPLES = 32
+#: 68 #278, 66 #180): within 0.036 with 32 samples, 0.075 with 16 (62 #52: 0.344 against 0.269), 0.12 with 8.
+#: Over the 520 counted cases of the twelve sweep seeds that move (simulated), L2 reads' mean error 1.11 % at 32
+#: samples / 4 M touches, 0.84 % at 64 / 8 M, 0.75 % at 128 / 16 M (seventeenth session; 35 #70, a depthwise 3x3:
+#: 0.927 of A's reads hit at 32 / 4 M, 0.904 over every pair and simulated). 64 / 8 M cost 0.05-0.4 s a layer shape
+#: and GPU on the development VM (2.7x slower than the sessions' before), mobilenet_v2 batch 8 2.6 s in all
+SM_SAMPLES = 64
 MIN_SAMPLES = 8
-TOUCH_BUDGET = 4_000_000
-#: the most sector touches one (wave, SM) sample may hold, bounded from the tiles (beyond: not counted, the model's
-#: windows)
-MAX_TOUCHES = 4_000_000
+TOUCH_BUDGET = 8_000_000
+#: the most sector touches one (wave, SM) sample may hold, bounded from its k-steps with work and its rows' chunks
+#: (beyond: not counted, the model's windows). 2 M on that bound admits every layer the looser bound of the
+#: sixteenth session (each thread's sectors + 2) admitted at 4 M
+MAX_TOUCHES = 2_000_000
 
 
 @njit(cache=True)
@@ -84,23 +96,49 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
         n, h, w, c, k = dims[0], dims[1], dims[2], dims[3], dims[4]
         p, q, r_, s_ = dims[5], dims[6], dims[7], dims[8]
         sh, sw, ph, pw, dh, dw = dims[9], dims[10], dims[11], dims[12], dims[13], dims[14]
+        cg, kg = dims[15], dims[16]             # channels and filters a group (C and K where not grouped)
         m_all = n * p * q
-        c0 = (step // (r_ * s_)) * tk
+        # k-step ((gi CB + cb) R + r) S + s: the CTA's gi-th group, channel block cb (traces/KERNELS.md, grouped)
+        cbs = (cg + tk - 1) // tk
+        blk = step // (r_ * s_)
+        gi = blk // cbs
+        c0 = (blk - gi * cbs) * tk              # the step's first channel inside the group
+        a0 = ((tile_n * tn) // kg + gi) * cg    # the group's first channel of x
         rs = step % (r_ * s_)
         fr = rs // s_
         fs = rs % s_
         tc = tk // vec
         ts = threads // tc
         secs = np.empty(32 * (vec * eb // sec + 2), np.int64)
+        # rows with work: none of A where the step's channels lie past C, of B only the gi-th group's filters
+        # below K (a depthwise CTA walks tile_n groups, of which the layer may hold fewer)
+        b_lo = gi * kg
+        b_hi = min(b_lo + kg, k - tile_n * tn, tn)
+        # lanes whose channel lies below the limit: A's below C (the activation iterator checks c < C only), B's
+        # below the group's channels
+        nl_a = min(tc, max(0, (c - a0 - c0 + vec - 1) // vec))
+        nl_b = min(tc, max(0, (cg - c0 + vec - 1) // vec))
         for op in range(2):
+            if (a0 + c0 >= c) if op == 0 else (c0 >= cg or b_lo >= b_hi):
+                continue
             iters = (tm if op == 0 else tn) // ts
             for wp in range(threads // 32):
                 for j in range(iters):
+                    so_a = (32 * wp) // tc + j * ts          # the request's first and last rows
+                    so_b = (32 * wp + 31) // tc + j * ts
+                    if (tile_m * tm + so_a >= m_all) if op == 0 else (so_b < b_lo or so_a >= b_hi):
+                        continue
+                    # the request's sectors row by row: a row's lanes read one contiguous run of bytes (lane l at
+                    # channel c0 + l vec, vec elements; lanes at or past the limit read nothing)
                     ns = 0
-                    for t in range(32 * wp, 32 * wp + 32):
+                    t = 32 * wp
+                    while t < 32 * wp + 32:
+                        lane0 = t % tc
                         so = t // tc + j * ts
-                        ch = c0 + (t % tc) * vec
-                        if ch >= c:
+                        t_end = min(32 * wp + 32, t - lane0 + tc)       # this row's last thread in the warp + 1
+                        lmax = min(lane0 + t_end - t, nl_a if op == 0 else nl_b)
+                        t = t_end
+                        if lmax <= lane0:
                             continue
                         if op == 0:
                             m = tile_m * tm + so
@@ -112,27 +150,36 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
                             ww = (pq % q) * sw - pw + fs * dw
                             if hh < 0 or hh >= h or ww < 0 or ww >= w:
                                 continue
-                            addr = (((img * h + hh) * w + ww) * c + ch) * eb
+                            row = (((img * h + hh) * w + ww) * c + a0) * eb
                         else:
                             kk = tile_n * tn + so
-                            if kk >= k:
+                            if kk >= k or so // kg != gi:      # the gi-th group's filters only
                                 continue
-                            addr = w_base + ((kk * r_ * s_ + rs) * c + ch) * eb
-                        for x in range(addr // sec, (addr + vec * eb - 1) // sec + 1):
+                            row = w_base + (kk * r_ * s_ + rs) * cg * eb
+                        first = row + (c0 + lane0 * vec) * eb
+                        last = row + (c0 + (lmax - 1) * vec + vec) * eb - 1
+                        for x in range(first // sec, last // sec + 1):
                             secs[ns] = x
                             ns += 1
-                    if ns == 0:
-                        continue
-                    uniq = np.unique(secs[:ns])
-                    for x in uniq:
-                        seq[at] = x
-                        is_a[at] = op == 0
-                        at += 1
+                    # the request's distinct sectors ascending: an insertion sort in place (the lanes' addresses
+                    # ascend within a row; np.unique's allocation a request was most of the count's time)
+                    for u in range(1, ns):
+                        x = secs[u]
+                        v = u - 1
+                        while v >= 0 and secs[v] > x:
+                            secs[v + 1] = secs[v]
+                            v -= 1
+                        secs[v + 1] = x
+                    for u in range(ns):
+                        if u == 0 or secs[u] != secs[u - 1]:
+                            seq[at] = secs[u]
+                            is_a[at] = op == 0
+                            at += 1
         return at
 
     ctas = tiles_m * tiles_n
     tmv, tnv = _valid_blocks(tiles_m, tiles_n, swz, ctas)
-    ksteps = dims[7] * dims[8] * ((dims[3] + tk - 1) // tk)
+    ksteps = dims[17] * dims[7] * dims[8] * ((dims[15] + tk - 1) // tk)
     per_wave = sms * cps
     waves = (ctas + per_wave - 1) // per_wave
     used = min(sms, ctas)
@@ -142,7 +189,9 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
         bits += 1
     spent = 0
     done = 0
-    per_step = (tm + tn) * (tk // vec) * (vec * eb // sec + 2)
+    # a CTA's k-step touches at most its rows' chunks of tk elements (each at most ceil(tk eb / sec) + 1 sectors),
+    # plus one where a warp request ends inside a row
+    per_step = (tm + tn) * ((tk * eb + sec - 1) // sec + 1) + (threads // 32) * ((tm + tn) // (threads // (tk // vec)))
     spl = line // sec
     hits = 0
     reads = 0
@@ -172,64 +221,104 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
         slots = 0
         while slots < cps and base + slots * sms < ctas:
             slots += 1
-        total = ksteps * slots * per_step
-        seq = np.empty(total, np.int64)        # sector ids in touch order
-        is_a = np.empty(total, np.bool_)
+        seq = np.empty(min(ksteps * slots * per_step, 1 << 16), np.int64)     # sector ids in touch order
+        is_a = np.empty(seq.shape[0], np.bool_)
         at = 0
         for st in range(ksteps):
             for j in range(slots):
+                if at + per_step > seq.shape[0]:            # grown as needed (a depthwise CTA's steps past the
+                    grown = np.empty(2 * seq.shape[0] + per_step, np.int64)     # layer's groups touch nothing)
+                    grown[:at] = seq[:at]
+                    seq = grown
+                    grown_a = np.empty(grown.shape[0], np.bool_)
+                    grown_a[:at] = is_a[:at]
+                    is_a = grown_a
                 v = base + j * sms
                 at = _touches(dims, tmv[v], tnv[v], st, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at)
         spent += at
         lines = seq[:at] // spl
-        ids = np.unique(lines)
-        last_pos = np.full(ids.shape[0], -1, np.int64)
-        valid = np.zeros(ids.shape[0], np.int64)        # sector bits of a resident line
-        tree = np.zeros((sets, at + 1), np.int64)
-        prev_pos_line = -1
+        # line ids: offsets into the span of A's lines and B's (a sample's tiles read compact ranges of x and w);
+        # sorted distinct lines where the spans are wide. Measured: np.unique was a third of the count's time
+        lo_a = lo_b = np.int64(1) << 62
+        hi_a = hi_b = -1
+        for pos in range(at):
+            if is_a[pos]:
+                lo_a = min(lo_a, lines[pos])
+                hi_a = max(hi_a, lines[pos])
+            else:
+                lo_b = min(lo_b, lines[pos])
+                hi_b = max(hi_b, lines[pos])
+        span_a = max(0, hi_a - lo_a + 1)
+        span_b = max(0, hi_b - lo_b + 1)
+        direct = span_a + span_b <= 8 * at + 1024 and (hi_a < lo_b or hi_b < lo_a)
+        if direct:
+            nid = span_a + span_b
+            ids = np.empty(0, np.int64)
+        else:
+            ids = np.unique(lines)
+            nid = ids.shape[0]
+        # a sectored LRU a set: its resident lines in a doubly linked list, most recent first (a line whose LRU
+        # distance is below the ways is in the list). Measured: 2.5x faster than the Fenwick tree of distances it
+        # replaced (175 ns a touch on the development VM), the same hits
+        prv = np.empty(nid, np.int64)
+        nxt = np.empty(nid, np.int64)
+        resident = np.zeros(nid, np.bool_)
+        valid = np.zeros(nid, np.int64)        # sector bits of a resident line
+        head = np.full(sets, -1, np.int64)
+        tail = np.full(sets, -1, np.int64)
+        held = np.zeros(sets, np.int64)
+        li = -1
         for pos in range(at):
             ln = lines[pos]
-            li = np.searchsorted(ids, ln)
+            if pos == 0 or ln != lines[pos - 1]:
+                if not direct:
+                    li = np.searchsorted(ids, ln)
+                elif is_a[pos]:
+                    li = ln - lo_a
+                else:
+                    li = span_a + ln - lo_b
             s_ = ln % sets
             bit = 1 << (seq[pos] % spl)
-            lp = last_pos[li]
-            if lp >= 0 and lp == prev_pos_line:
-                # the request's next sector of the line touched just before: resident, its place unchanged
+            if resident[li]:
                 if is_a[pos]:
                     reads += 1
                     if (valid[li] & bit) != 0:
                         hits += 1
-                valid[li] |= bit
-                continue
-            prev_pos_line = pos
-            resident = False
-            if lp >= 0:
-                dist = 0
-                x = pos
-                while x > 0:
-                    dist += tree[s_, x]
-                    x -= x & -x
-                x = lp + 1
-                while x > 0:
-                    dist -= tree[s_, x]
-                    x -= x & -x
-                resident = dist < ways
-                x = lp + 1
-                while x <= at:
-                    tree[s_, x] -= 1
-                    x += x & -x
-            if not resident:
+                if head[s_] != li:                  # to the front
+                    a_ = prv[li]
+                    b_ = nxt[li]
+                    nxt[a_] = b_
+                    if b_ >= 0:
+                        prv[b_] = a_
+                    else:
+                        tail[s_] = a_
+                    prv[li] = -1
+                    nxt[li] = head[s_]
+                    prv[head[s_]] = li
+                    head[s_] = li
+            else:
+                if is_a[pos]:
+                    reads += 1
+                if held[s_] == ways:                # evict the set's least recent line
+                    ev = tail[s_]
+                    resident[ev] = False
+                    tail[s_] = prv[ev]
+                    if tail[s_] >= 0:
+                        nxt[tail[s_]] = -1
+                    else:
+                        head[s_] = -1
+                    held[s_] -= 1
+                resident[li] = True
                 valid[li] = 0
-            if is_a[pos]:
-                reads += 1
-                if resident and (valid[li] & bit) != 0:
-                    hits += 1
+                prv[li] = -1
+                nxt[li] = head[s_]
+                if head[s_] >= 0:
+                    prv[head[s_]] = li
+                else:
+                    tail[s_] = li
+                head[s_] = li
+                held[s_] += 1
             valid[li] |= bit
-            x = pos + 1
-            while x <= at:
-                tree[s_, x] += 1
-                x += x & -x
-            last_pos[li] = pos
     return hits, reads
 
 
@@ -238,23 +327,34 @@ _COMPILED = {"hits": _a_hits}
 
 def a_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
     """The counted share of A's L1 sector reads that hit (`_a_hits`), or None where the layer is not counted: fprop
-    nhwc SIMT, dense, more than one filter tap (the re-reads one tap back decide A's hits), pixels not whole lines
-    (``geo``: its `_geometry.Geometry`). Cached per layer shape, kernel and L1 geometry."""
+    nhwc SIMT, more than one filter tap (the re-reads one tap back decide A's hits), dense with pixels not whole
+    lines, or grouped (``geo``: the layer's `_geometry.Geometry`, a grouped layer's dense part's). Cached per layer
+    shape, kernel and L1 geometry."""
     line = gpu.line_bytes
-    win = geo.win
-    if (geo.op != "fprop" or win.reverse or kernel.layout != "nhwc" or kernel.math != "simt" or layer.groups != 1
-            or win.r * win.s == 1 or (win.c * kernel.elem_bytes) % line == 0):
+    lay = layer
+    if (geo.op != "fprop" or geo.win.reverse or kernel.layout != "nhwc" or kernel.math != "simt" or lay.r * lay.s == 1
+            or (lay.groups == 1 and (lay.c * kernel.elem_bytes) % line == 0)):
         return None
-    ksteps = win.r * win.s * -(-win.c // kernel.tile_k)
-    per_step = (kernel.tile_m + kernel.tile_n) * (kernel.tile_k // kernel.vector) * (
-        kernel.vector * kernel.elem_bytes // gpu.sector_bytes + 2)
-    if ksteps * cps * per_step > MAX_TOUCHES:
+    cg, kg, gpc = group_dims(lay, kernel)
+    # the touches of a sample: the k-steps with work (a CTA's groups past the layer's have none) times its slots'
+    # rows' chunks (`_a_hits`)
+    ksteps = min(gpc, lay.groups) * lay.r * lay.s * -(-cg // kernel.tile_k)
+    chunk = -(-kernel.tile_k * kernel.elem_bytes // gpu.sector_bytes) + 1
+    if ksteps * cps * (kernel.tile_m + min(kernel.tile_n, kg)) * chunk > MAX_TOUCHES:
         return None
-    dims = (win.n, win.h, win.w, win.c, geo.gemm_n, win.p, win.q, win.r, win.s, win.sh, win.sw, win.ph, win.pw,
-            win.dh, win.dw)
+    dims = (lay.n, lay.h, lay.w, lay.c, lay.k, lay.p, lay.q, lay.r, lay.s, *lay.stride, *lay.pad, *lay.dilation,
+            cg, kg, gpc)
     return _table(dims, kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.vector, kernel.threads,
                   kernel.elem_bytes, kernel.swizzle_log, gpu.sms, int(cps), line, gpu.sector_bytes, int(sets),
                   int(ways), tensor_bases(layer, kernel)[1])
+
+
+def group_dims(layer, kernel):
+    """(channels a group, filters a group, groups a CTA walks) of ``layer`` under ``kernel`` (C, K and 1 where not
+    grouped; `traces.grouped`)."""
+    if layer.groups == 1:
+        return layer.c, layer.k, 1
+    return layer.c // layer.groups, layer.k_per_group, groups_per_cta(layer, kernel)
 
 
 @functools.lru_cache(maxsize=2048)
