@@ -22,7 +22,9 @@ wave, each slot's requests in issue order (each warp request's distinct sectors 
 `PitchLinearStripminedThreadMap`) through a sectored LRU (each set's resident lines in recency order; a line
 whose distance, the distinct lines of its set touched since its last touch, reached the ways was evicted, and
 comes back with the sector read alone), from a cold L1. The share of A's sector reads that hit
-replaces the model's A hits (`model._predict_gemm`); everything else (B, the L2 side) stays the model's. It is a
+replaces the model's A hits (`model._predict_gemm`); B's share, counted on the same layers with the SM's
+`WARM_WAVES` waves before replayed first (a filter slice outlives several waves), replaces B's (seventeenth
+session); the L2 side stays the model's. It is a
 sample of the schedule, not a simulation of the layer: at most `SM_SAMPLES` (wave, SM) pairs, whatever the
 batch. The count equals a plain LRU over the naive request stream, wave by wave (tests/test_l1_rounds.py).
 
@@ -57,15 +59,23 @@ TOUCH_BUDGET = 8_000_000
 #: (beyond: not counted, the model's windows). 2 M on that bound admits every layer the looser bound of the
 #: sixteenth session (each thread's sectors + 2) admitted at 4 M
 MAX_TOUCHES = 2_000_000
+#: waves replayed on a sampled SM before the one whose B reads are counted: a CTA's filter slice stays in the L1
+#: while later CTAs of its column come to the SM. Measured over the twelve sweep seeds' counted cases (each sampled
+#: wave from a cold L1, A's share as before): one wave (sixteenth session) left the held-out movers' L2 mean at
+#: 2.77 % (23 #26 +75 %); four: the 293 cases that move 1.10 -> 0.36 % mean, 24.8 -> 4.8 % max (68 #265, 4 #221
+#: -24 -> +0.3 %), held out 160 cases 0.98 -> 0.29 %, 44.8 -> 3.5 % (25 #42). A's share counted from the same warm
+#: replays came out worse (its budget buys fewer samples: mean 0.44 -> 0.51 %), so A keeps its cold samples
+WARM_WAVES = 4
 
 
 @njit(cache=True)
-def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps, line, sec, sets, ways, w_base,
-            n_sm, budget):
-    """(A sector hits, A sector reads) of a sectored LRU L1 (DESIGN section 4: a line allocated on a tag miss holds
-    the sector read, the other sectors fill as read; any read renews the line) over sampled (wave, SM) pairs spread
-    over the grid, every k-step of the wave in rounds (each slot one step: A requests, then B requests), from a
-    cold L1; ``n_sm`` samples at most, and no more once ``budget`` touches are replayed (at least `MIN_SAMPLES`).
+def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps, line, sec, sets, ways, w_base,
+            n_sm, budget, warm):
+    """(A sector hits, A sector reads, B sector hits, B sector reads) of a sectored LRU L1 (DESIGN section 4: a line
+    allocated on a tag miss holds the sector read, the other sectors fill as read; any read renews the line) over
+    sampled (wave, SM) pairs spread over the grid, every k-step of the wave in rounds (each slot one step: A
+    requests, then B requests), from a cold L1 that first replays the SM's ``warm`` waves before (not counted);
+    ``n_sm`` samples at most, and no more once ``budget`` touches are replayed (at least `MIN_SAMPLES`).
     Self-contained (called through `_COMPILED`)."""
     # helpers defined inside: the kernel calls no other kernel, so `_COMPILED` compiles it whole even while
     # `_tiers` runs the model's kernels interpreted (their module globals are then Python functions: a helper at
@@ -195,6 +205,8 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
     spl = line // sec
     hits = 0
     reads = 0
+    b_hits = 0
+    b_reads = 0
     for order in range(1 << bits):
         # the lattice's points in bit-reversed order, so that the samples taken before the budget runs out
         # spread over the grid
@@ -221,20 +233,27 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
         slots = 0
         while slots < cps and base + slots * sms < ctas:
             slots += 1
-        seq = np.empty(min(ksteps * slots * per_step, 1 << 16), np.int64)     # sector ids in touch order
+        seq = np.empty(min((warm + 1) * ksteps * slots * per_step, 1 << 16), np.int64)   # sector ids, touch order
         is_a = np.empty(seq.shape[0], np.bool_)
         at = 0
-        for st in range(ksteps):
-            for j in range(slots):
-                if at + per_step > seq.shape[0]:            # grown as needed (a depthwise CTA's steps past the
-                    grown = np.empty(2 * seq.shape[0] + per_step, np.int64)     # layer's groups touch nothing)
-                    grown[:at] = seq[:at]
-                    seq = grown
-                    grown_a = np.empty(grown.shape[0], np.bool_)
-                    grown_a[:at] = is_a[:at]
-                    is_a = grown_a
-                v = base + j * sms
-                at = _touches(dims, tmv[v], tnv[v], st, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at)
+        start = 0
+        for wv in range(max(0, w0 - warm), w0 + 1):
+            bw = wv * per_wave + sm
+            if wv == w0:
+                start = at                  # the earlier waves warm the L1, this one is counted
+            for st in range(ksteps):
+                for j in range(cps):
+                    v = bw + j * sms
+                    if v >= ctas:
+                        break
+                    if at + per_step > seq.shape[0]:            # grown as needed
+                        grown = np.empty(2 * seq.shape[0] + per_step, np.int64)
+                        grown[:at] = seq[:at]
+                        seq = grown
+                        grown_a = np.empty(grown.shape[0], np.bool_)
+                        grown_a[:at] = is_a[:at]
+                        is_a = grown_a
+                    at = _touches(dims, tmv[v], tnv[v], st, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at)
         spent += at
         lines = seq[:at] // spl
         # line ids: offsets into the span of A's lines and B's (a sample's tiles read compact ranges of x and w);
@@ -280,10 +299,15 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
             s_ = ln % sets
             bit = 1 << (seq[pos] % spl)
             if resident[li]:
-                if is_a[pos]:
-                    reads += 1
-                    if (valid[li] & bit) != 0:
-                        hits += 1
+                if pos >= start:
+                    if is_a[pos]:
+                        reads += 1
+                        if (valid[li] & bit) != 0:
+                            hits += 1
+                    else:
+                        b_reads += 1
+                        if (valid[li] & bit) != 0:
+                            b_hits += 1
                 if head[s_] != li:                  # to the front
                     a_ = prv[li]
                     b_ = nxt[li]
@@ -297,8 +321,11 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
                     prv[head[s_]] = li
                     head[s_] = li
             else:
-                if is_a[pos]:
-                    reads += 1
+                if pos >= start:
+                    if is_a[pos]:
+                        reads += 1
+                    else:
+                        b_reads += 1
                 if held[s_] == ways:                # evict the set's least recent line
                     ev = tail[s_]
                     resident[ev] = False
@@ -319,17 +346,30 @@ def _a_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps,
                 head[s_] = li
                 held[s_] += 1
             valid[li] |= bit
-    return hits, reads
+    return hits, reads, b_hits, b_reads
 
 
-_COMPILED = {"hits": _a_hits}
+_COMPILED = {"hits": _round_hits}
 
 
 def a_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
-    """The counted share of A's L1 sector reads that hit (`_a_hits`), or None where the layer is not counted: fprop
-    nhwc SIMT, more than one filter tap (the re-reads one tap back decide A's hits), dense with pixels not whole
-    lines, or grouped (``geo``: the layer's `_geometry.Geometry`, a grouped layer's dense part's). Cached per layer
-    shape, kernel and L1 geometry."""
+    """The counted share of A's L1 sector reads that hit (`_round_hits`, each sample from a cold L1), or None where the
+    layer is not counted: fprop nhwc SIMT, more than one filter tap (the re-reads one tap back decide A's hits),
+    dense with pixels not whole lines, or grouped (``geo``: the layer's `_geometry.Geometry`, a grouped layer's
+    dense part's). Cached per layer shape, kernel and L1 geometry."""
+    args = _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
+    return None if args is None else _table(*args, 0)[0]
+
+
+def b_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
+    """The counted share of B's L1 sector reads that hit on the dense layers `a_hit_share` counts, each sample's wave
+    after the SM's `WARM_WAVES` waves before (a filter slice outlives several waves in the L1), or None."""
+    args = None if layer.groups > 1 else _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
+    return None if args is None else _table(*args, WARM_WAVES)[1]
+
+
+def _counted_args(geo, layer, kernel, gpu, cps, ways, sets):
+    """`_table`'s arguments for a counted layer, or None (`a_hit_share` says where)."""
     line = gpu.line_bytes
     lay = layer
     if (geo.op != "fprop" or geo.win.reverse or kernel.layout != "nhwc" or kernel.math != "simt" or lay.r * lay.s == 1
@@ -337,16 +377,16 @@ def a_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
         return None
     cg, kg, gpc = group_dims(lay, kernel)
     # the touches of a sample: the k-steps with work (a CTA's groups past the layer's have none) times its slots'
-    # rows' chunks (`_a_hits`)
+    # rows' chunks (`_round_hits`)
     ksteps = min(gpc, lay.groups) * lay.r * lay.s * -(-cg // kernel.tile_k)
     chunk = -(-kernel.tile_k * kernel.elem_bytes // gpu.sector_bytes) + 1
     if ksteps * cps * (kernel.tile_m + min(kernel.tile_n, kg)) * chunk > MAX_TOUCHES:
         return None
     dims = (lay.n, lay.h, lay.w, lay.c, lay.k, lay.p, lay.q, lay.r, lay.s, *lay.stride, *lay.pad, *lay.dilation,
             cg, kg, gpc)
-    return _table(dims, kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.vector, kernel.threads,
-                  kernel.elem_bytes, kernel.swizzle_log, gpu.sms, int(cps), line, gpu.sector_bytes, int(sets),
-                  int(ways), tensor_bases(layer, kernel)[1])
+    return (dims, kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.vector, kernel.threads, kernel.elem_bytes,
+            kernel.swizzle_log, gpu.sms, int(cps), line, gpu.sector_bytes, int(sets), int(ways),
+            tensor_bases(layer, kernel)[1])
 
 
 def group_dims(layer, kernel):
@@ -358,9 +398,11 @@ def group_dims(layer, kernel):
 
 
 @functools.lru_cache(maxsize=2048)
-def _table(dims, tm, tn, tk, vec, threads, eb, swz, sms, cps, line, sec, sets, ways, w_base):
+def _table(dims, tm, tn, tk, vec, threads, eb, swz, sms, cps, line, sec, sets, ways, w_base, warm):
+    """(A's, B's counted hit shares) with ``warm`` waves replayed before each sampled one."""
     tiles_m = -(-dims[0] * dims[5] * dims[6] // tm)
     tiles_n = -(-dims[4] // tn)
-    hits, reads = _COMPILED["hits"](np.array(dims, np.int64), tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz,
-                                    sms, cps, line, sec, sets, ways, w_base, SM_SAMPLES, TOUCH_BUDGET)
-    return hits / reads if reads else None
+    a_hits, a_reads, b_hits, b_reads = _COMPILED["hits"](
+        np.array(dims, np.int64), tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps, line, sec, sets, ways,
+        w_base, SM_SAMPLES, TOUCH_BUDGET, warm)
+    return a_hits / a_reads if a_reads else None, b_hits / b_reads if b_reads else None

@@ -24,7 +24,7 @@ from ._l2 import (NO_EXCESS, NO_TABLE, SPREAD_SAMPLES, banded_refetch_misses, bl
 from ._memo import memo
 from ._joint_l2 import joint_columns
 from ._reuse import halo_misses, l1_configs
-from ._l1_rounds import a_hit_share
+from ._l1_rounds import a_hit_share, b_hit_share
 from ._compulsory import cta_sectors
 from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
@@ -911,6 +911,11 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     if counted_a is not None:
         miss_a = float(sec_a) * (1.0 - counted_a)
     l1_hit_a = sec_a - miss_a
+    if counted_a is not None and not b_bypass:
+        # and B's, each sampled wave after the SM's waves before (`_l1_rounds.b_hit_share`)
+        counted_b = b_hit_share(geo, layer, kernel, gpu, cps, ways, sets)
+        if counted_b is not None:
+            hit_b = counted_b
     l1_hit_b = 0.0 if b_bypass else sec_b * min(1.0, hit_b)
     miss_b = sec_b - l1_hit_b
 

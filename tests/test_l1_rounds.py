@@ -30,30 +30,34 @@ def lru_read(lines, line, sector, ways):
     return False
 
 
-def naive_wave_hits(layer, gpu, kernel):
-    """(A sector hits, A sector reads) over every SM and wave of the naive stream, each (SM, wave) from a cold
-    L1: a wave's CTAs are those that start in one round."""
+def naive_wave_hits(layer, gpu, kernel, warm=0):
+    """(A sector hits, A sector reads, B sector hits, B sector reads) over every SM and wave of the naive stream:
+    each (SM, wave) from a cold L1 that first replays the SM's ``warm`` waves before (a wave's CTAs are those that
+    start in one round; the SMs' waves start together), counting the wave's own reads only."""
     cfg = kernel.l1_config(gpu)
     sets = cfg.size_bytes // (cfg.ways * cfg.line_bytes)
     start = {}
-    for rnd, _sm, cta, _op, _kind, _step, _secs in naive_stream(layer, gpu, kernel):
+    stream = [x for x in naive_stream(layer, gpu, kernel) if x[4] == 0]
+    for rnd, _sm, cta, _op, _kind, _step, _secs in stream:
         start.setdefault(cta, rnd)
-    caches = collections.defaultdict(lambda: [collections.OrderedDict() for _ in range(sets)])
-    hits = reads = 0
-    for _rnd, sm, cta, op, kind, _step, secs in naive_stream(layer, gpu, kernel):
-        if kind != 0:
-            continue
-        cache = caches[(sm, start[cta])]
-        for addr in secs:
-            line, sector = addr // cfg.line_bytes, (addr % cfg.line_bytes) // cfg.sector_bytes
-            hit = lru_read(cache[line % sets], line, sector, cfg.ways)
-            if op == 0:
-                reads += 1
-                hits += hit
-    return hits, reads
+    wave_of = {rnd: i for i, rnd in enumerate(sorted(set(start.values())))}
+    touches = collections.defaultdict(list)          # (SM, wave) -> (operand, sector address) in stream order
+    for _rnd, sm, cta, op, _kind, _step, secs in stream:
+        touches[(sm, wave_of[start[cta]])].extend((op, addr) for addr in secs)
+    counts = [0, 0, 0, 0]
+    for sm, wave in touches:
+        cache = [collections.OrderedDict() for _ in range(sets)]
+        for w in range(max(0, wave - warm), wave + 1):
+            for op, addr in touches.get((sm, w), ()):
+                line, sector = addr // cfg.line_bytes, (addr % cfg.line_bytes) // cfg.sector_bytes
+                hit = lru_read(cache[line % sets], line, sector, cfg.ways)
+                if w == wave:
+                    counts[2 * op] += hit
+                    counts[2 * op + 1] += 1
+    return tuple(counts)
 
 
-def counted_hits(layer, gpu, kernel, samples):
+def counted_hits(layer, gpu, kernel, samples, warm=0):
     cfg = kernel.l1_config(gpu)
     sets = cfg.size_bytes // (cfg.ways * cfg.line_bytes)
     cps = kernel.ctas_per_sm or kernel.resident_ctas(gpu)
@@ -64,7 +68,7 @@ def counted_hits(layer, gpu, kernel, samples):
     return _COMPILED["hits"](dims, kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.vector, kernel.threads,
                              kernel.elem_bytes, tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, cps, gpu.line_bytes,
                              gpu.sector_bytes, sets, cfg.ways, traces.tensor_bases(layer, kernel)[1], samples,
-                             10 ** 12)
+                             10 ** 12, warm)
 
 
 def build_case(layer_kw, kernel_kw, sms, l1):
@@ -84,10 +88,13 @@ def build_case(layer_kw, kernel_kw, sms, l1):
 
 
 def assert_counted_is_naive(layer, kernel, gpu):
-    """Every (wave, SM) pair once: the count is the naive stream's, wave by wave from a cold L1."""
+    """Every (wave, SM) pair once: the count is the naive stream's, wave by wave from a cold L1, and with the
+    waves before replayed first."""
     tiles_m = -(-layer.n * layer.p * layer.q // kernel.tile_m)
     waves = -(-tiles_m * -(-layer.k // kernel.tile_n) // (gpu.sms * kernel.ctas_per_sm))
-    assert tuple(counted_hits(layer, gpu, kernel, waves * gpu.sms)) == naive_wave_hits(layer, gpu, kernel)
+    for warm in (0, 2):
+        assert tuple(counted_hits(layer, gpu, kernel, waves * gpu.sms, warm)) == naive_wave_hits(layer, gpu, kernel,
+                                                                                                 warm)
 
 
 @settings(max_examples=25, deadline=None)
