@@ -277,8 +277,8 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
             ids = np.unique(lines)
             nid = ids.shape[0]
         # a sectored LRU a set: its resident lines in a doubly linked list, most recent first (a line whose LRU
-        # distance is below the ways is in the list). Measured: 2.5x faster than the Fenwick tree of distances it
-        # replaced (175 ns a touch on the development VM), the same hits
+        # distance is below the ways is in the list). Measured: the Fenwick tree of LRU distances it replaced took
+        # 175 ns a touch on the development VM, this 2.5x less; the same hits
         prv = np.empty(nid, np.int64)
         nxt = np.empty(nid, np.int64)
         resident = np.zeros(nid, np.bool_)
