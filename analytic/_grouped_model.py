@@ -22,7 +22,7 @@ from traces.grouped import group_mode, groups_per_cta
 
 from ._common import _TEMPLATE, cdiv, layer_time, nsets, tile_samples, uniq_input
 from ._counts import _ramp, l1_counts
-from ._l1_rounds import a_hit_share
+from ._l1_rounds import a_hit_share, b_hit_share
 from ._l2 import PATTERN_X, blocks_cliff, cliff_params, l2_miss_prob, l2_miss_window, pattern_cliff
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
 from ._grouped_filters import filter_rows, in_set_ratio, round_lines
@@ -38,7 +38,7 @@ from ._stores import grid_write_side
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "dc21640b8e02b97f"
+_JIT_DEPS_SHA256 = "fc57205d2ed9c4fd"
 
 
 @memo()
@@ -957,6 +957,10 @@ def predict_grouped(layer, gpu, kernel, f, machine) -> dict:
     counted_a = a_hit_share(geo, layer, kernel, gpu, *machine)      # A's L1 hits counted (`_l1_rounds`)
     if counted_a is not None:
         miss_a = float(ex["sec_A"]) * (1.0 - counted_a)
+        counted_b = b_hit_share(geo, layer, kernel, gpu, *machine)  # B's, after the SM's waves before (warm)
+        if counted_b is not None:
+            miss_b = float(ex["sec_B"]) * (1.0 - counted_b)
+            dram_b = min(miss_b, uniq_b)
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     uniq_x = uniq_input(layer.n, layer.c, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw,
                         dh, dw, eb, True, sec)

@@ -363,9 +363,9 @@ def a_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
 
 
 def b_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
-    """The counted share of B's L1 sector reads that hit on the dense layers `a_hit_share` counts, each sample's wave
-    after the SM's `WARM_WAVES` waves before (a filter slice outlives several waves in the L1), or None."""
-    args = None if layer.groups > 1 else _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
+    """The counted share of B's L1 sector reads that hit on the layers `a_hit_share` counts (dense and grouped), each
+    sample's wave after the SM's `WARM_WAVES` waves before (a filter slice outlives several waves in the L1), or None."""
+    args = _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
     return None if args is None else _table(*args, WARM_WAVES)[1]
 
 
