@@ -523,20 +523,21 @@ def window_span(fwd, back):
 
 
 @njit(cache=True)
-def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi):
+def _life_hit(a_life, b_life, a_prev, b_prev, span, cap, lo, hi, fb=1.0):
     """Mean over rounds t of the hit probability of a reuse one CTA lifetime back, over ``cap`` (sets x
     ways): the lines in between are the previous occupant's after round t, read beside its own wave's
     co-residents (A lines a_prev, B lines b_prev a lifetime), and this CTA's before t, beside its wave's
     (a_life, b_life); A x span[t]. The two differ in a partial last wave: seed 2 #52 (5 CTAs an SM, then
     one) counted the last wave's lone CTA's lifetime and found the previous wave's two filter slices,
-    which overflow the L1, still there."""
+    which overflow the L1, still there. ``fb``: B's lines weigh that much more where the judged line is a filter line
+    whose lifetime sets are fewer than the lifetime's (`l1_configs`' ``fb_set``)."""
     total = 0.0
     n = span.shape[0]
     for t in range(n):
         before = (t + 0.5) / n
         a = a_life * before + a_prev * (1.0 - before)
         b = b_life * before + b_prev * (1.0 - before)
-        total += _ramp((a * span[t] + b) / cap, lo, hi)
+        total += _ramp((a * span[t] + fb * b) / cap, lo, hi)
     return total / n
 
 
@@ -558,7 +559,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                nsa, nsb, nmax, ways, lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_lines_avg,
                b_slice_avg, ns_life, bfrac, l2cls, l2_ways, l2_cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel,
                b_ratio, a_rounds, b_gaps, l2_scale=1.0, b_hold=0.0, b_gap=1.0, nmax_b=0.0, b_visits=False,
-               phase_p=1.0, phase_rpl=1.0, step_b=False, q_set=1.0):
+               phase_p=1.0, phase_rpl=1.0, step_b=False, q_set=1.0, fb_set=1.0):
     """L1 model over the co-residency configurations of `_schedule.sm_configs` (aggregated rows:
     weight, k CTAs on the SM, na / nb distinct tile_m / tile_n among them, AREP / BREP: an earlier
     slot holds this CTA's tile_m / tile_n, ASHARE: another sub-problem's tile at this place (strided dgrad),
@@ -589,6 +590,11 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
     walk and the k-steps a line (`_set_phase.fprop_block_phases`; 1 / 1: none), so that of the rounds a filter line
     is away only those of its class count (`_in_class_rounds`). ``step_b``: x's pixels and w's filter rows are whole
     lines (nhwc), the previous wave's filter window is counted in lines and judged at the LRU step, not the ramp.
+``fb_set``: the sets a lifetime's lines reach over those its filter lines reach (`model._predict_gemm`: dgrad's
+column of a filter position is a line or two, positions C e bytes apart, so with C e a multiple of the sets' span
+the whole slice sits in one set): a filter line's set holds that many times its even share of the slice, so the
+reuses a lifetime back weigh B's lines by it (6 #177: 576 slice lines on 224 ways, B's hits 97.7 % predicted, none
+simulated).
 
     ``span[t]``: the A lines between the previous occupant's round t and this CTA's, in CTA windows
     (the previous occupant's positions after t and this CTA's before it: with taps that overlap, each
@@ -773,7 +779,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         # where the round's lines crowd a few sets (d_b, in the line's set), the excess over
                         # their even spread (resnet50 layer2.0.conv3 on the h100: every row's k-step chunk in
                         # one set, two CTAs' 512 lines a round over its 448 ways)
-                        crowd = max(0.0, d_b * ways * ns_life - rnd_a - rnd_b)
+                        crowd = max(0.0, d_b * ways * ns_life - rnd_a - fb_set * rnd_b) / fb_set
                         life, plife = na * a_one + nb * b_one, pna * a_one + pnb * b_one
                         for g in range(b_gaps.shape[1]):
                             # of the d rounds, those of the line's class of sets, each counted over that class
@@ -786,17 +792,17 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                             h_prev += b_gaps[1, g] * _life_hit(
                                 wa, min(life - wa, min(nb * b_one, nb * b_d + rnd_b) + crowd),
                                 pwa, min(plife - pwa, min(pnb * b_one, pnb * b_d + rnd_b) + crowd),
-                                span, ns_life * ways, 1.0 if step_b else lo, 1.0 if step_b else hi)
+                                span, ns_life * ways, 1.0 if step_b else lo, 1.0 if step_b else hi, fb_set)
                         if b_hold > 0.0:
                             # a line read over a share of the lifetime: that much less lies between, the same
                             # for every line of the SMs' walk in step, so the LRU step; with ``b_visits``, the
                             # share of its set's visits, and the round back from the last sharer's read (its
                             # lines all in the line's sets: d_b of the ways)
                             held = 1.0 - b_hold * _ramp(b_gap * d_b, lo, hi)
-                            rnd = d_b * ways * ns_life if b_visits else 0.0
+                            rnd = d_b * ways * ns_life / fb_set if b_visits else 0.0
                             h_prev = max(h_prev, _life_hit(na * a_one * held, nb * b_one * held + rnd,
                                                            pna * a_one * held, pnb * b_one * held + rnd, span,
-                                                           ns_life * ways, 1.0, 1.0))
+                                                           ns_life * ways, 1.0, 1.0, fb_set))
                     elif back_b > 0.5:
                         # the SM ran a CTA of this tile_n 2 .. 4 waves ago (BACK_B), not one ago: its slice is found
                         # where that many lifetimes of the SM's lines fit the L1, as BACK_A's tiles (67 #52: 198
@@ -805,7 +811,7 @@ def l1_configs(hist, phase, nphase, rows_t, cfg, mcls, ncls, M, R, S, tm, tn, ks
                         a_one = rows_distinct * (T / M) * lpm_a
                         b_one = min(ksteps * lines_b, slice_b)
                         h_prev = _life_hit(na * a_one * back_b, nb * b_one * back_b, pna * a_one * back_b,
-                                           pnb * b_one * back_b, span, ns_life * ways, lo, hi)
+                                           pnb * b_one * back_b, span, ns_life * ways, lo, hi, fb_set)
                     hb += (1.0 - hb) * h_prev
                     if not brep:
                         fm_acc += wm * wn * (1.0 - h_prev)

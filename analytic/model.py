@@ -773,12 +773,21 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
     share_b_blk = geo.share_b_blk
     reuse_b1 = geo.reuse_b1
     # the sets a CTA lifetime's lines reach
+    ns_life_b = sets
     if nhwc:
+        # a filter row's lifetime lines: fprop reads the whole row; dgrad the tile's channels of each filter position
+        # it walks, positions ``pos_b`` apart along s and stride x S C e along r (the column's lines of a position
+        # in the sets from its first)
+        if geo.op == "fprop":
+            ns_life_b = _nsets((row_b,) + ((LINE,) if row_b > LINE else ()), sets, LINE)
+        else:
+            ns_life_b = min(sets, _nsets((row_b, geo.pos_b, layer.stride[0] * layer.s * layer.c * eb), sets, LINE)
+                            * math.ceil(lpr_b))
         ns_life = max(_nsets((sw * unit, sh * W * unit, H * W * unit) + ((LINE,) if unit > LINE else ()),
-                             sets, LINE),
-                      _nsets((row_b,) + ((LINE,) if row_b > LINE else ()), sets, LINE))
+                             sets, LINE), ns_life_b)
     else:
         ns_life = sets
+    fb_set = ns_life / ns_life_b
     # B lines of consecutive filter positions (one channel block) per filter and round, relative
     bfrac = geo.pos_b / LINE / lpr_b if nhwc else 1e9
     # L2 distance of within-CTA reuses that miss L1, per line of L2 capacity: the wave's distinct A
@@ -886,7 +895,7 @@ def _predict_gemm(geo, gpu, kernel, f, machine, layer, timing=True, sched=None, 
                 float(ways), lo, hi, dscale, share_blk, share_b_blk, reuse_b1, lpm_a, b_round_l1, b_slice_l1,
                 float(ns_life), bfrac, l2cls,
                 l2_ways, cliff, span, ref, hist_line, l2_tab, gap_p, corr, rel, b_ratio, a_rounds, b_gaps, lpr_a / lpr_k,
-                b_hold, b_gap, cross, b_visits, phase_p, phase_rpl, step_b, q_set)
+                b_hold, b_gap, cross, b_visits, phase_p, phase_rpl, step_b, q_set, fb_set)
             m1, hb, m2, fm = m1 + share * r[0], hb + share * r[1], m2 + share * r[2], fm + share * r[3]
             o1 += share * r[4]
         miss_frac_a += sec_w * m1
