@@ -202,8 +202,11 @@ def l2_miss_prob(x, ways, cliff):
         return 0.0
     lam = ways * x
     spread = cliff[0] * cliff[0]
-    z = (ways - 0.5 + OWN_PLACE - spread - cliff[1] * x - lam) / math.sqrt(spread * lam + cliff[1] * lam * x)
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
+    num = ways - 0.5 + OWN_PLACE - spread - cliff[1] * x - lam
+    den = math.sqrt(spread * lam + cliff[1] * lam * x)
+    if den <= 0.0:                  # a window so small the spread underflows (x of 1e-300 and below): the step
+        return 0.0 if num > 0.0 else 1.0
+    return 0.5 * math.erfc(num / den / math.sqrt(2.0))
 
 
 @njit(cache=True)

@@ -104,3 +104,15 @@ def test_blocks_cliff_against_a_naive_l2(slices, sets, ways, index, pitch_lines,
     # one block a row is `pattern_cliff`'s own pattern
     one = blocks_cliff(slices, sets, ways, index, 1.0, pitch, ((0, LINE),), LINE)
     assert np.array_equal(one, pattern_cliff(slices, sets, ways, index, 1.0, pitch, LINE, LINE))
+
+
+def test_a_window_too_small_for_its_spread_is_the_step():
+    """A window of a subnormal x (a footprint of 5e-324 lines, found by hypothesis in
+    tests/test_wave_footprint.py) underflows the spread to 0: no miss below the ways, no division by zero;
+    a window far past the ways misses surely, and a tiny one with a spread left misses almost never."""
+    for cliff in ((0.418, 0.0), (0.418, 0.51), (0.0, 0.0)):
+        assert l2_miss_prob(5e-324, 8.0, cliff) == 0.0
+        assert l2_miss_prob(1e-320, 16.0, cliff) == 0.0
+    assert l2_miss_prob(5.0, 8.0, (0.0, 0.0)) == 1.0
+    assert l2_miss_prob(0.3, 8.0, (0.0, 0.0)) == 0.0
+    assert 0.0 <= l2_miss_prob(1e-12, 8.0, (0.418, 0.0)) < 1e-9
