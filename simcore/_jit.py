@@ -12,6 +12,17 @@ time. The wrapper here makes each dispatcher type a call from compiled code with
 plain types (``numba.types.unliteral``); calls from Python were never literal. Functions compiled
 with ``inline="always"`` are inlined into the caller's IR before typing and are unaffected.
 
+Likewise for arrays' write flags. Numba types a read-only array (``setflags(write=False)``: the model's
+memoized tables, the stream plans' cached maps) as another type than a writeable one, and compiles a
+separate copy of a kernel for every combination its callers pass, though the machine code is the same
+for both: one test-suite run on an empty cache compiled 11 copies of the stream generator
+(``traces._generate._generate``, 0.5 MB of machine code each; 4 intended, one per op), 7 of
+``analytic._reuse.l1_configs`` and 6 of ``analytic._schedule._sm_slots``, half the 35 MB of machine code
+it compiled. The wrapper here makes each dispatcher type its arguments from Python with every array
+writeable (within tuples too), so read-only and writeable arrays share one compiled copy. A kernel that
+wrote to an array its caller froze would no longer be refused at compile time; the project's kernels
+write only to the buffers they are given for output (none frozen).
+
 Use it exactly as ``numba.njit``, with the same options.
 """
 from __future__ import annotations
@@ -33,7 +44,22 @@ def _typed_by_plain_types(dispatcher):
                                 {k: types.unliteral(v) for k, v in kws.items()})
 
     dispatcher.get_call_template = get_call_template
+    # Numba's native dispatch falls back to this method for arguments it cannot type itself (read-only
+    # arrays and tuples among them), and so does its compile path (`_compile_for_args`)
+    typeof_pyval = dispatcher.typeof_pyval
+    dispatcher.typeof_pyval = lambda value: writeable_type(typeof_pyval(value))
     return dispatcher
+
+
+def writeable_type(numba_type):
+    """``numba_type`` with every array in it writeable (arrays in tuples too; other types unchanged)."""
+    if isinstance(numba_type, types.Array):
+        return numba_type if numba_type.mutable else numba_type.copy(readonly=False)
+    if isinstance(numba_type, types.UniTuple):
+        return types.UniTuple(writeable_type(numba_type.dtype), numba_type.count)
+    if isinstance(numba_type, types.Tuple):
+        return types.Tuple([writeable_type(t) for t in numba_type.types])
+    return numba_type
 
 
 def njit(*args, **options):

@@ -1,5 +1,5 @@
 """The first-run notice (``simcore._jit.compile_notice``) and the project's ``njit`` (one compiled
-specialisation per argument type, whatever constants the callers pass)."""
+specialisation per argument type, whatever constants the callers pass and whatever arrays' write flags)."""
 from __future__ import annotations
 
 import importlib.util
@@ -19,6 +19,11 @@ def scale(x, k):
 @njit(cache=True)
 def callers(x):
     return scale(x, 2) + scale(x, 3) + scale(x, x) + scale(x, True)
+
+
+@njit(cache=True)
+def total(a, pair):
+    return a.sum() + pair[0].sum() + pair[1][-1]
 '''
 
 
@@ -54,6 +59,27 @@ def test_constants_passed_from_compiled_code_share_one_specialisation(tmp_path):
     assert sorted(str(sig) for sig in module.scale.signatures) == ["(int64, bool)", "(int64, int64)"]
 
 
+def test_read_only_and_writeable_arrays_share_one_specialisation(tmp_path):
+    import numpy as np
+    from numba.core import types
+    module = _load(tmp_path, "write_flag_kernels")
+
+    def frozen(array):
+        array = array.copy()
+        array.setflags(write=False)
+        return array
+
+    a, i, f = np.arange(5.0), np.arange(3), np.arange(4.0)
+    want = a.sum() + i.sum() + f[-1]
+    for args in ((a, (i, f)), (frozen(a), (frozen(i), f)), (a, (i, frozen(f))), (frozen(a), (frozen(i), frozen(f)))):
+        assert module.total(*args) == want
+    assert len(module.total.signatures) == 1
+    (sig,) = module.total.signatures
+    assert sig[0] == types.float64[::1] and sig[1] == types.Tuple((types.int64[::1], types.float64[::1]))
+    # read-only arrays still read right through the shared copy (not zeros or another buffer)
+    assert module.total(frozen(a * 2), (frozen(i * 3), frozen(f + 1))) == 2 * a.sum() + 3 * i.sum() + f[-1] + 1
+
+
 def test_compare_says_so_only_when_it_compiles(tmp_path, capsys):
     from simcore._phases import _l1_sm
     from traces._generate import _generate
@@ -63,7 +89,11 @@ def test_compare_says_so_only_when_it_compiles(tmp_path, capsys):
     layers.write_text('[{"n": 1, "c": 8, "h": 6, "w": 6, "k": 8, "r": 3, "s": 3, "pad": 1, "name": "tiny"}]')
     assert compare.main([str(layers), "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert ("compiling the simulator, first run only" in err) == cold
+    noticed = "compiling the simulator, first run only" in err
+    # never said over a warm cache; said over a cold one unless another process (the suite runs in two, -n 2)
+    # compiled the kernels between the check above and the command's own
+    assert noticed <= cold
+    assert noticed or not cold or all(is_cached(k) for k in (_l1_sm, _generate))
     assert compare.main([str(layers), "--quiet"]) == 0
     assert "compiling" not in capsys.readouterr().err
 
