@@ -23,6 +23,13 @@ writeable (within tuples too), so read-only and writeable arrays share one compi
 wrote to an array its caller froze would no longer be refused at compile time; the project's kernels
 write only to the buffers they are given for output (none frozen).
 
+And one compilation of a kernel across processes: a ``cache=True`` kernel compiles under an exclusive lock
+on a file beside its cache index (``fcntl.flock``, taken inside Numba's compiler lock), so a second process
+that needs the same copy waits for the first and then loads it from the cache instead of compiling it
+again: the test suite's two processes (pytest-xdist), Dask's worker processes, the first run's background
+compiles. Locks follow the call graph (a kernel's compile takes its callees' while holding its own), which
+has no cycles, so two processes cannot wait on each other.
+
 Use it exactly as ``numba.njit``, with the same options.
 """
 from __future__ import annotations
@@ -31,6 +38,15 @@ import os
 
 import numba
 from numba.core import types
+from numba.core.compiler_lock import global_compiler_lock
+
+try:
+    import fcntl
+except ImportError:                     # not POSIX: every process compiles what it needs
+    fcntl = None
+
+#: lock files this process holds (compiles nest: a kernel's callees compile inside its own)
+_HELD = set()
 
 
 def _typed_by_plain_types(dispatcher):
@@ -48,7 +64,41 @@ def _typed_by_plain_types(dispatcher):
     # arrays and tuples among them), and so does its compile path (`_compile_for_args`)
     typeof_pyval = dispatcher.typeof_pyval
     dispatcher.typeof_pyval = lambda value: writeable_type(typeof_pyval(value))
+    _compile_once(dispatcher)
     return dispatcher
+
+
+def _compile_once(dispatcher):
+    """Make ``dispatcher`` (cache=True) compile under an inter-process lock beside its cache index (module
+    docstring); dispatchers without an on-disk cache are left as they are."""
+    index = getattr(getattr(getattr(dispatcher, "_cache", None), "_cache_file", None), "_index_path", None)
+    if fcntl is None or not index:
+        return
+    path = index + ".lock"
+    compile_ = dispatcher.compile
+
+    def compile(sig):
+        # Numba's own lock first, then the file's: the same order in every thread of this process
+        with global_compiler_lock:
+            if path in _HELD:
+                return compile_(sig)
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:             # a read-only cache directory: compile unlocked, as Numba does
+                return compile_(sig)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                _HELD.add(path)
+                try:
+                    return compile_(sig)        # loads the copy another process saved while this one waited
+                finally:
+                    _HELD.discard(path)
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+    dispatcher.compile = compile
 
 
 def writeable_type(numba_type):
