@@ -88,7 +88,10 @@ def _compile_once(dispatcher):
             except OSError:             # a read-only cache directory: compile unlocked, as Numba does
                 return compile_(sig)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except OSError:         # a file system without locks
+                    return compile_(sig)
                 _HELD.add(path)
                 try:
                     return compile_(sig)        # loads the copy another process saved while this one waited
