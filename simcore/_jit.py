@@ -23,10 +23,10 @@ writeable (within tuples too), so read-only and writeable arrays share one compi
 wrote to an array its caller froze would no longer be refused at compile time; the project's kernels
 write only to the buffers they are given for output (none frozen).
 
-And one compilation of a kernel across processes: a ``cache=True`` kernel compiles under an exclusive lock
-on a file beside its cache index (``fcntl.flock``, taken inside Numba's compiler lock), so a second process
-that needs the same copy waits for the first and then loads it from the cache instead of compiling it
-again: the test suite's two processes (pytest-xdist), Dask's worker processes, the first run's background
+And one compilation of a kernel's copy across processes: a ``cache=True`` kernel compiles a copy (its
+argument types) under an exclusive lock on a file of that copy beside its cache index (``fcntl.flock``,
+taken inside Numba's compiler lock), so a second process that needs the same copy waits for the first and
+then loads it from the cache instead of compiling it again (other copies of the kernel compile alongside): the test suite's two processes (pytest-xdist), Dask's worker processes, the first run's background
 compiles. Locks follow the call graph (a kernel's compile takes its callees' while holding its own), which
 has no cycles, so two processes cannot wait on each other.
 
@@ -34,6 +34,7 @@ Use it exactly as ``numba.njit``, with the same options.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numba
@@ -74,10 +75,12 @@ def _compile_once(dispatcher):
     index = getattr(getattr(getattr(dispatcher, "_cache", None), "_cache_file", None), "_index_path", None)
     if fcntl is None or not index:
         return
-    path = index + ".lock"
     compile_ = dispatcher.compile
 
     def compile(sig):
+        # one lock a copy (the kernel and its argument types): processes compiling other copies of one kernel
+        # (the generator of another op) go on side by side
+        path = f"{index}.{hashlib.sha1(str(sig).encode()).hexdigest()[:16]}.lock"
         # Numba's own lock first, then the file's: the same order in every thread of this process
         with global_compiler_lock:
             if path in _HELD:
