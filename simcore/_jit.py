@@ -16,9 +16,8 @@ Likewise for arrays' write flags. Numba types a read-only array (``setflags(writ
 memoized tables, the stream plans' cached maps) as another type than a writeable one, and compiles a
 separate copy of a kernel for every combination its callers pass, though the machine code is the same
 for both: one test-suite run on an empty cache compiled 11 copies of the stream generator
-(``traces._generate._generate``, 0.5 MB of machine code each; 4 intended, one per op), 7 of
-``analytic._reuse.l1_configs`` and 6 of ``analytic._schedule._sm_slots``, half the 35 MB of machine code
-it compiled. The wrapper here makes each dispatcher type its arguments from Python with every array
+(``traces._generate._generate``, 0.5 MB of machine code each; 4 intended, one per op) and 7 of
+``analytic._reuse.l1_configs``: such copies were half the 35 MB of machine code it compiled. The wrapper here makes each dispatcher type its arguments from Python with every array
 writeable (within tuples too), so read-only and writeable arrays share one compiled copy. A kernel that
 wrote to an array its caller froze would no longer be refused at compile time; the project's kernels
 write only to the buffers they are given for output (none frozen).
@@ -26,14 +25,15 @@ write only to the buffers they are given for output (none frozen).
 And one compilation of a kernel's copy across processes: a ``cache=True`` kernel compiles a copy (its
 argument types) under an exclusive lock on a file of that copy beside its cache index (``fcntl.flock``,
 taken inside Numba's compiler lock), so a second process that needs the same copy waits for the first and
-then loads it from the cache instead of compiling it again (other copies of the kernel compile alongside): the test suite's two processes (pytest-xdist), Dask's worker processes, the first run's background
-compiles. Locks follow the call graph (a kernel's compile takes its callees' while holding its own), which
+then loads it from the cache instead of compiling it again (other copies of the kernel compile alongside):
+the test suite's two processes (pytest-xdist), Dask's worker processes, the first run's background compiles. Locks follow the call graph (a kernel's compile takes its callees' while holding its own), which
 has no cycles, so two processes cannot wait on each other.
 
 Use it exactly as ``numba.njit``, with the same options.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 
@@ -79,32 +79,43 @@ def _compile_once(dispatcher):
 
     def compile(sig):
         # one lock a copy (the kernel and its argument types): processes compiling other copies of one kernel
-        # (the generator of another op) go on side by side
+        # (the generator of another op) go on side by side. Numba's own lock first, then the file's: the same
+        # order in every thread of this process
         path = f"{index}.{hashlib.sha1(str(sig).encode()).hexdigest()[:16]}.lock"
-        # Numba's own lock first, then the file's: the same order in every thread of this process
-        with global_compiler_lock:
-            if path in _HELD:
-                return compile_(sig)
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError:             # a read-only cache directory: compile unlocked, as Numba does
-                return compile_(sig)
-            try:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                except OSError:         # a file system without locks
-                    return compile_(sig)
-                _HELD.add(path)
-                try:
-                    return compile_(sig)        # loads the copy another process saved while this one waited
-                finally:
-                    _HELD.discard(path)
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
+        with global_compiler_lock, _file_lock(path):
+            return compile_(sig)        # loads the copy another process saved while this one waited
 
     dispatcher.compile = compile
+
+
+@contextlib.contextmanager
+def _file_lock(path):
+    """An exclusive ``flock`` on ``path`` while the block runs; none where this process holds it already (nested
+    compiles), the directory is read-only or the file system has no locks (then compiles go on unlocked, as
+    Numba's do)."""
+    if path in _HELD:
+        yield
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            yield
+            return
+        _HELD.add(path)
+        try:
+            yield
+        finally:
+            _HELD.discard(path)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def writeable_type(numba_type):

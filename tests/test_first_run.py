@@ -127,14 +127,14 @@ def test_background_compile_parts_compile_what_the_run_needs():
 def test_processes_that_need_one_kernel_compile_it_once(tmp_path):
     """Two processes that call a cold ``cache=True`` kernel at the same time: one compiles it under the lock
     beside its cache index, the other waits and loads that copy (Numba's own counts: one cache miss, one hit)."""
+    import os
     import subprocess
     import sys
+    import time
     (tmp_path / "shared_kernels.py").write_text(KERNELS)
     code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import shared_kernels as m; "
             "t = float(sys.argv[2]); time.sleep(max(0.0, t - time.time())); m.callers(3); "
             "print(sum(m.callers.stats.cache_misses.values()), sum(m.callers.stats.cache_hits.values()))")
-    import os
-    import time
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (os.getcwd(), os.environ.get("PYTHONPATH")))))
     start = time.time() + 4.0                 # both processes past their imports, then both call at once
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(start)], stdout=subprocess.PIPE,
