@@ -27,7 +27,7 @@ from ._reuse import tile_pixel_stamps
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py, _counts_fprop.py and _groups.py. tests/test_jit_deps.py checks this digest of
 # them: updating the digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "7b9df36d0b6e7455"
+_JIT_DEPS_SHA256 = "145c4e288e6cf927"
 
 
 @functools.lru_cache(maxsize=256)

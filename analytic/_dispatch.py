@@ -23,7 +23,7 @@ from ._timeline import _union
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel modules it calls
 # into (`_schedule`, `_l2`, `_timeline`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "149560785ec161e9"
+_JIT_DEPS_SHA256 = "e6c91787add32283"
 
 
 @njit(cache=True)

@@ -23,7 +23,7 @@ from ._schedule import tile_of
 
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from _l2.py and
 # _schedule.py: tests/test_jit_deps.py checks this digest of them, so no stale compiled kernel survives an edit.
-_JIT_DEPS_SHA256 = "9f4c6c0cbdf4ef86"
+_JIT_DEPS_SHA256 = "e575c67e56bf7f75"
 
 __all__ = ["follower_windows", "window_lines", "follower_misses", "mean_gap"]
 

@@ -23,7 +23,7 @@ from traces.grouped import group_mode, groups_per_cta
 from ._common import _TEMPLATE, cdiv, layer_time, nsets, tile_samples, uniq_input
 from ._counts import _ramp, l1_counts
 from ._l1_rounds import a_hit_share, b_hit_share
-from ._l2 import PATTERN_X, blocks_cliff, cliff_params, l2_miss_prob, l2_miss_window, pattern_cliff
+from ._l2 import PATTERN_X, cliff_params, l2_miss_prob, l2_miss_window, lines_cliff, pattern_cliff
 from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
 from ._grouped_filters import filter_rows, in_set_ratio, round_lines
 from ._grouped_returns import returning_share
@@ -38,7 +38,7 @@ from ._stores import grid_write_side
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "0d08e7722d6e8da6"
+_JIT_DEPS_SHA256 = "84c313072a0eff20"
 
 
 @memo()
@@ -525,8 +525,12 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
     input pixels of the busy tiles), ...). Busy CTAs: CTAs per SM x SMs, or the grid; consecutive CTAs
     share pixels (a dilated filter's tiles read nearly the whole image), so their pixels are at most the
     busy tiles' share of the layer's distinct pixels plus a tile's halo, and at most the layer's, per CTA
-    column. Under kMultipleGroup a partial last column has fewer groups, so where the grid runs in one wave it
-    finishes first and the other columns re-read their later groups beside one column less: two
+    column. Waves run in step (DESIGN section 3: every CTA has the same k-steps), so a partial last wave's
+    re-reads meet its own, fewer, busy CTAs: two periods, the full waves' and the last one's, each weighted by
+    its CTAs (3 #111, a depthwise 7x1 of 188 CTAs on 120 slots: the last 68 CTAs' straddling group steps fill
+    0.36 of the L2, not 0.64, and miss none; with the full waves' window for every re-read DRAM reads were
+    +113.7 %). Under kMultipleGroup a partial last column has fewer groups, so where the grid runs in one wave
+    it finishes first and the other columns re-read their later groups beside one column less: two
     periods, each weighted by the group steps run in it (mobilenet_v2 features.7.conv.1.0, batch 32 on
     v100: 98 CTAs in 2 columns of 128 and 64 groups; one window of both columns for every re-read gave
     DRAM reads +83 %)."""
@@ -535,19 +539,24 @@ def _busy_periods(layer, kernel, gpu, machine) -> tuple:
     busy = min(float(ctas), float(machine[0] * gpu.sms))
     tile_px = _tile_pixels(layer, kernel, gpu.sector_bytes)[1]
     pixels = _layer_pixels(layer, gpu.sector_bytes)
-    per_column, columns = busy_columns(busy, tiles_m, tiles_n, kernel.swizzle_log)
 
-    def window(columns):
+    def window(busy_ctas, columns=None):
+        per_column, busy_cols = busy_columns(busy_ctas, tiles_m, tiles_n, kernel.swizzle_log)
         return (min(per_column * tile_px, pixels * per_column / tiles_m + tile_px, pixels)
-                * _group_windows(layer, kernel, columns))
+                * _group_windows(layer, kernel, busy_cols if columns is None else columns))
 
+    if busy < ctas:
+        rest = ctas - busy * math.floor(ctas / busy)          # the last wave's CTAs
+        if rest < 1.0:
+            return ((1.0, window(busy)),)
+        return ((1.0 - rest / ctas, window(busy)), (rest / ctas, window(rest)))
     last = layer.k - (tiles_n - 1) * kernel.tile_n
-    if busy < ctas or tiles_n == 1 or last == kernel.tile_n or group_mode(layer, kernel) != "multiple":
-        return ((1.0, window(columns)),)
+    if tiles_n == 1 or last == kernel.tile_n or group_mode(layer, kernel) != "multiple":
+        return ((1.0, window(busy)),)
     g_full, g_last = kernel.tile_n // layer.k_per_group, last // layer.k_per_group
     both = g_last * tiles_n                       # group steps with every column running
     rest = (g_full - g_last) * (tiles_n - 1)      # after the last column finished
-    return ((both / (both + rest), window(float(tiles_n))), (rest / (both + rest), window(tiles_n - 1.0)))
+    return ((both / (both + rest), window(busy, float(tiles_n))), (rest / (both + rest), window(busy, tiles_n - 1.0)))
 
 
 def busy_columns(busy, tiles_m, tiles_n, swz) -> tuple:
@@ -610,32 +619,114 @@ def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
                           np.array(_busy_periods(layer, kernel, gpu, machine), np.float64), by_class, by_dist,
                           _tile_pixels(layer, kernel, gpu.sector_bytes)[1] / (layer.r * layer.s), step_tiles / cap,
                           1.0 / cap, ways, cliff,
-                          _window_cliffs(layer, kernel, gpu, f, columns), lead,
+                          _window_cliffs(layer, kernel, gpu, f, columns, per_column), lead,
                           last_w, last_px, first_w, first_px)
 
 
 @memo(4096)
-def _window_cliffs(layer, kernel, gpu, f, columns) -> np.ndarray:
-    """Per class of window lines (`_window_lines`), the L2 cliff of the busy CTAs' window pattern
-    (`_l2.blocks_cliff`): in each pixel, each of the first ``columns`` CTA columns' window, its lines from
-    its first channel's line; NaN rows where every line of the pixels is touched (the contiguous cliff,
-    `l2_miss_prob`). A depthwise layer's columns read a line or two every 512 bytes of a 2,048-byte pixel:
-    such lines, a fixed stride apart, crowd some sets and leave others (seed 1 #228, 1,024 channels fp16,
-    4 columns on a v100 with 0.75 of its L2: re-reads 1.03-1.08 L2s of lines apart miss 70 % in the
-    simulation, 95 % on the contiguous cliff, 52 % on this one). Memoized per GPU and factors."""
+def _window_cliffs(layer, kernel, gpu, f, columns, per_column=1.0) -> np.ndarray:
+    """Per class of window lines (`_window_lines`), the L2 cliff of the busy CTAs' window: in each pixel the
+    busy tiles read, each of the first ``columns`` CTA columns' window, its lines from its first channel's
+    line, the pixels in the order the busy tiles (``per_column`` a column) first read them, tap by tap
+    (`_real_window_lines`); NaN rows where those lines are contiguous (the GPU's cliff, `l2_miss_prob`).
+    A depthwise layer's columns read a line or two every 512 bytes of a 2,048-byte pixel: such lines, a fixed
+    stride apart, crowd some sets and leave others (seed 1 #228, 1,024 channels fp16, 4 columns on a v100 with
+    0.75 of its L2: re-reads 1.03-1.08 L2s of lines apart miss 70 % in the simulation, 95 % on the contiguous
+    cliff, 52 % on this one). A strided filter's taps read every other pixel of every other row, whose lines
+    crowd the sets further: seed 68 #150 (a 1x1 stride-2 depthwise layer of 384 fp32 channels, 112 busy
+    CTAs of 128 rows on a p100) puts 51 % of a straddling group step's lines in over-full sets, where all
+    pixels' lines in address order put 26 % (simulated: 13 % of the re-reads one k-step apart miss; 22 % of
+    the groups straddle). Memoized per GPU and factors."""
     line, eb = gpu.line_bytes, kernel.elem_bytes
     windows = _window_lines(layer, kernel, line)
     out = np.full((len(windows), PATTERN_X.shape[0]), np.nan)
-    starts = [(col * kernel.tile_n // layer.k_per_group) * layer.c_per_group * eb // line * line
-              for col in range(columns)]
+    starts = tuple(sorted({(col * kernel.tile_n // layer.k_per_group) * layer.c_per_group * eb // line * line
+                           for col in range(columns)}))
+    rows = min(layer.gemm_m, math.ceil(per_column - 1e-9) * kernel.tile_m)
+    cap = gpu.l2_slices * gpu.l2_sets_per_slice * gpu.l2_ways * float(f.l2_capacity)
     for i, (lines, _w) in enumerate(windows):
         width = math.ceil(lines - 1e-9) * line
-        tab = blocks_cliff(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, float(f.l2_capacity),
-                           layer.c * eb, tuple((start, width) for start in sorted(set(starts))), line)
+        tab = _real_window_cliff(layer.shape, layer.c * eb, starts, width, line, rows, gpu.l2_slices,
+                                 gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, cap)
         if tab is not None:
             out[i] = tab
     out.setflags(write=False)
     return out
+
+
+#: lines of the busy tiles' window that count as contiguous (the GPU's cliff holds): their share of the span
+#: between the first and the last
+CONTIGUOUS_SHARE = 0.97
+
+
+@functools.lru_cache(maxsize=1024)
+def _real_window_cliff(shape, pitch, starts, width, line, rows, slices, sets, ways, index, cap):
+    """`_l2.lines_cliff` of `_real_window_lines`; None where they are contiguous. Cached per layer shape and GPU
+    geometry (a study pays it once; `clear_memo` keeps it)."""
+    need = int(PATTERN_X[-1] * cap) + 1
+    lines, busy = _real_window_lines(shape, pitch, starts, width, line, rows, need)
+    head = lines[:min(need, busy)]                       # the busy tiles' own window
+    if head.shape[0] == 0 or head.shape[0] >= CONTIGUOUS_SHARE * (int(head.max()) - int(head.min()) + 1):
+        return None
+    return lines_cliff(slices, sets, ways, index, cap, lines)
+
+
+#: chunks of busy tiles `_real_window_lines` reads exactly before it repeats them (each chunk the next tiles')
+WINDOW_CHUNKS = 4
+
+
+def _real_window_lines(shape, pitch, starts, width, line, rows, need):
+    """(The distinct lines of the busy tiles' window, in the order the tiles first read them, then the next tiles'
+    until ``need`` lines; how many the busy tiles' own are). The busy tiles are the first ``rows`` GEMM rows, the
+    next ones each the next ``rows``; tap by tap (traces/KERNELS.md's grouped fprop: r, then s) their in-image
+    pixels not read before, each pixel's lines of ``width`` bytes from each of ``starts`` (``pitch`` bytes a
+    pixel). Past `WINDOW_CHUNKS` chunks the lines so far come again, moved on by their span (the tiles after read
+    pixels alike; windows that long are past the cliff, the model's own stay within the busy tiles' and their
+    halo); past the layer's rows there are no more lines. Numpy, linear in the taps' rows: 7-30 ms a table for
+    3x3 to 7x7 layers, 0.25 s for an 11x11 stem's 121 taps of 240 tiles of 128 rows (3.7 M pixel reads a chunk);
+    the 270 tables of the grouped networks at batch 1 and 64 on v100, a100 and h100 2.6 s in all, once a study
+    (development VM)."""
+    n, _c, h, w, _k, r, s, (sh, sw), (ph, pw), (dh, dw), _g = shape          # `ConvLayer.shape`'s order
+    p_out = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
+    q_out = (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
+    m_all, rows = n * p_out * q_out, max(1, rows)
+    firsts = np.array(starts, np.int64)
+    reach = np.arange((width - 1) // line + 2, dtype=np.int64)             # the most lines ``width`` bytes reach
+    seen = np.zeros(n * h * w, np.bool_)
+    line_seen = np.zeros((n * h * w * pitch + firsts.max() + width) // line + 2, np.bool_)
+    parts, busy = [], 0
+    for lo in range(0, min(m_all, WINDOW_CHUNKS * rows), rows):
+        m = np.arange(lo, min(m_all, lo + rows), dtype=np.int64)
+        img, pq = m // (p_out * q_out), m % (p_out * q_out)
+        y0, x0 = (pq // q_out) * sh - ph, (pq % q_out) * sw - pw
+        for rr in range(r):
+            for ss in range(s):
+                y, x = y0 + rr * dh, x0 + ss * dw
+                pix = ((img * h + y) * w + x)[(y >= 0) & (y < h) & (x >= 0) & (x < w)]
+                pix = pix[~seen[pix]]                 # one tap's rows read distinct pixels
+                seen[pix] = True
+                byte = pix[:, None] * pitch + firsts[None, :]                   # pixel x column
+                cand = byte[:, :, None] // line + reach[None, None, :]
+                cand = cand[cand <= (byte[:, :, None] + (width - 1)) // line]
+                cand = cand[~line_seen[cand]]         # lines no earlier tap reached (repeats within the tap kept)
+                line_seen[cand] = True
+                parts.append(cand)
+        count = int(line_seen.sum())
+        busy = count if lo == 0 else busy
+        if count >= need:
+            break
+    lines = _first_touch(np.concatenate(parts))
+    if busy == 0 or lines.shape[0] >= need or WINDOW_CHUNKS * rows >= m_all:
+        return lines, busy
+    span = int(lines.max() - lines.min()) + 1
+    copies = -(-need // lines.shape[0])
+    return (lines[None, :] + span * np.arange(copies, dtype=np.int64)[:, None]).ravel(), busy
+
+
+def _first_touch(values):
+    """``values`` without repeats, each where it first occurs."""
+    _, first = np.unique(values, return_index=True)
+    return values[np.sort(first)]
 
 
 @njit(cache=True)

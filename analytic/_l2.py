@@ -35,7 +35,7 @@ from simcore._jit import njit
 
 __all__ = ["l2_miss_prob", "l2_miss_window", "pattern_cliff", "blocks_cliff", "refetch_misses", "banded_refetch_misses",
            "spread_refetch_misses", "tile_refetch_misses", "footprint", "swept_rereads", "cliff_params",
-           "hash_dispersion", "blocks_dispersion", "NO_EXCESS", "NO_TABLE"]
+           "hash_dispersion", "blocks_dispersion", "lines_cliff", "NO_EXCESS", "NO_TABLE"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -140,8 +140,13 @@ def blocks_dispersion(slices: int, sets: int, ways: int, index: str, pitch: int,
 def _residue_cliff(slices, sets, ways, index, cap, step, residues):
     """`pattern_cliff` of the lines j·step + r (r in ``residues``), ascending, for a window of useful
     L2 capacity ``cap`` lines (patterns of other pitches and widths that touch the same lines share it)."""
-    need = int(PATTERN_X[-1] * cap) + 1
-    lines = pattern_lines(step, residues, need)
+    return lines_cliff(slices, sets, ways, index, cap, pattern_lines(step, residues, int(PATTERN_X[-1] * cap) + 1))
+
+
+def lines_cliff(slices, sets, ways, index, cap, lines):
+    """P(miss) at each ``PATTERN_X`` of a window of the first x ``cap`` of ``lines`` (line addresses, distinct, in
+    the order the window takes them): a line misses when its set holds more than ``ways`` of the window's lines.
+    Windows longer than ``lines`` take them all. Numpy."""
     f = np.minimum(np.maximum(1, (PATTERN_X * cap).astype(np.int64)), lines.shape[0])
     sid = _set_ids(lines, slices, sets, index)
     # the window's lines per set, grown prefix by prefix; a line misses when its set holds more than

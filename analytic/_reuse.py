@@ -12,7 +12,7 @@ from ._l2 import PATTERN_N, PATTERN_X_MAX, l2_miss_window
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
 # code from _counts.py and _l2.py. tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "922fa3d481a7a27b"
+_JIT_DEPS_SHA256 = "754720449672e8a1"
 
 
 @njit(cache=True)

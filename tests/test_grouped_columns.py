@@ -2,6 +2,7 @@
 `_column_reread_miss`): against the simulated hierarchy."""
 import math
 
+import numpy as np
 import pytest
 
 import analytic
@@ -42,20 +43,25 @@ def test_column_rereads_of_shared_sectors(l2_scale):
 def test_window_cliffs_follow_the_busy_columns_windows():
     # depthwise, 1,024 fp16 channels (2,048-byte pixels, 16 lines), 256-filter columns: each of the four
     # columns' windows starts 512 bytes (4 lines) after the last; a 1-line window class reaches lines
-    # 0, 4, 8, 12 of every pixel, a 2-line class 0-1, 4-5, 8-9, 12-13
-    from analytic._grouped_model import _window_cliffs, _window_lines
-    from analytic._l2 import blocks_cliff
+    # 0, 4, 8, 12 of every pixel the busy tiles read, a 2-line class 0-1, 4-5, 8-9, 12-13
+    from analytic._grouped_model import _real_window_cliff, _window_cliffs, _window_lines
     from analytic.factors import ReuseFactors
-    layer = traces.ConvLayer(n=1, c=1024, h=20, w=20, k=1024, r=3, s=3, pad=(1, 1), groups=1024, name="dw")
+    layer = traces.ConvLayer(n=4, c=1024, h=40, w=40, k=1024, r=3, s=3, pad=(1, 1), groups=1024, name="dw")
     kernel = traces.KernelConfig(tile_m=256, tile_n=256, tile_k=32, threads=128, dtype="fp16")
     gpu = simcore.gpu("v100")
     f = ReuseFactors()
-    tabs = _window_cliffs(layer, kernel, gpu, f, 4)
+    cap = gpu.l2_slices * gpu.l2_sets_per_slice * gpu.l2_ways * f.l2_capacity
+    tabs = _window_cliffs(layer, kernel, gpu, f, 4, 3.0)
     for (lines, _share), tab in zip(_window_lines(layer, kernel, gpu.line_bytes), tabs):
         width = int(round(lines)) * 128
-        want = blocks_cliff(gpu.l2_slices, gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, f.l2_capacity,
-                            2048, tuple((512 * col, width) for col in range(4)), 128)
+        want = _real_window_cliff(layer.shape, 2048, (0, 512, 1024, 1536), width, 128, 3 * 256, gpu.l2_slices,
+                                  gpu.l2_sets_per_slice, gpu.l2_ways, gpu.l2_index, cap)
         assert (tab == want).all()
+    # 6,400 pixels of 4 or 8 lines (0.52 / 1.04 L2s): within them the 1-line class overflows no set, the 2-line
+    # class a tenth or more of its lines
+    from analytic._l2 import PATTERN_X
+    half, one = int(np.argmin(abs(PATTERN_X - 0.5))), int(np.argmin(abs(PATTERN_X - 1.0)))
+    assert tabs[0][:half + 1].max() < 0.01 and 0.1 < tabs[1][one] < 0.9
     # 2 groups of 16 fp32 channels: a pixel is one line, every line is read (the contiguous cliff); with
     # 4 groups of 16 a pixel is 2 lines, and a group's window one of them: every other line
     for groups, contiguous in ((2, True), (4, False)):

@@ -204,6 +204,24 @@ def test_a_partial_last_column_leaves_the_l2_window_early():
     assert len(_busy_periods(dense_k, kernel, gpu, _machine(gpu, kernel))) == 1
 
 
+def test_the_last_wave_reads_beside_fewer_tiles():
+    # 8 x 56 x 56 depthwise 3x3 pixels, 128-row tiles: 196 CTAs in one column, 160 a wave on v100 (2 an SM):
+    # the full wave's 160 tiles re-read beside each other, the last 36 beside 36 (waves run in step, DESIGN 3)
+    from analytic._grouped_model import _busy_periods, _layer_pixels, _tile_pixels
+    from analytic.model import _machine
+    layer = ConvLayer(8, 64, 56, 56, 64, 3, 3, pad=1, groups=64, name="dw")
+    kernel, gpu = KernelConfig(tile_n=64, threads=256), simcore.gpu("v100")
+    assert _machine(gpu, kernel)[0] * gpu.sms == 160 and layer.gemm_m == 196 * 128
+    (full_share, full), (last_share, last) = _busy_periods(layer, kernel, gpu, _machine(gpu, kernel))
+    assert (full_share, last_share) == pytest.approx((160 / 196, 36 / 196))
+    tile_px, pixels = _tile_pixels(layer, kernel, 32)[1], _layer_pixels(layer, 32)
+    # each window: the tiles' share of the layer's pixels and one tile's halo
+    assert full == pytest.approx(pixels * 160 / 196 + tile_px) and last == pytest.approx(pixels * 36 / 196 + tile_px)
+    # a whole number of waves: one window
+    two = ConvLayer(10, 64, 64, 64, 64, 3, 3, pad=1, groups=64, name="dw2")
+    assert two.gemm_m == 2 * 160 * 128 and len(_busy_periods(two, kernel, gpu, _machine(gpu, kernel))) == 1
+
+
 def _window_class_lines(layer, kernel, nclass, dg, line=128):
     """Slow reference of `_grouped_model._class_lines`: every group g with a partner g + dg, every channel block of
     the group (T_k channels from the block's first, clipped to C), this window's lines and the partner's listed
