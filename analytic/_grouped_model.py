@@ -692,8 +692,9 @@ def _real_window_lines(shape, pitch, starts, width, line, rows, need):
     m_all, rows = n * p_out * q_out, max(1, rows)
     firsts = np.array(starts, np.int64)
     reach = np.arange((width - 1) // line + 2, dtype=np.int64)             # the most lines ``width`` bytes reach
-    seen = np.zeros(n * h * w, np.bool_)
-    line_seen = np.zeros((n * h * w * pitch + firsts.max() + width) // line + 2, np.bool_)
+    images = (min(m_all, WINDOW_CHUNKS * rows) - 1) // (p_out * q_out) + 1          # the images the rows reach
+    seen = np.zeros(images * h * w, np.bool_)
+    line_seen = np.zeros((images * h * w * pitch + int(firsts.max()) + width) // line + 2, np.bool_)
     parts, busy = [], 0
     for lo in range(0, min(m_all, WINDOW_CHUNKS * rows), rows):
         m = np.arange(lo, min(m_all, lo + rows), dtype=np.int64)

@@ -95,3 +95,15 @@ def test_a_strided_1x1_window_skips_the_lines_between():
     args = (LINE, (0,), LINE, LINE, 64, 4, 8, 4, "xor", 128.0)
     assert _real_window_cliff(dense.shape, *args) is None
     assert _real_window_cliff(strided.shape, *args) is not None
+
+
+def test_a_large_layer_reads_only_the_images_its_busy_tiles_reach():
+    # 64 images of 300 x 300 pixels of 2,048 fp32 channels (369 M lines, 369 MB of flags if every line were tracked):
+    # the busy tiles' four chunks reach the first image or two, and so does the memory
+    import tracemalloc
+    layer = ConvLayer(n=64, c=2048, h=300, w=300, k=2048, r=3, s=3, pad=1, groups=2048, name="big")
+    tracemalloc.start()
+    tab = _real_window_cliff(layer.shape, 8192, (0, 1024), LINE, LINE, 160 * 128, 80, 512, 16, "xor", 655360.0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert tab is not None and peak < 256 * 2 ** 20
