@@ -668,7 +668,9 @@ def _real_window_cliff(shape, pitch, starts, width, line, rows, slices, sets, wa
     head = lines[:min(need, busy)]                       # the busy tiles' own window
     if head.shape[0] == 0 or head.shape[0] >= CONTIGUOUS_SHARE * (int(head.max()) - int(head.min()) + 1):
         return None
-    return lines_cliff(slices, sets, ways, index, cap, lines)
+    tab = lines_cliff(slices, sets, ways, index, cap, lines)
+    tab.setflags(write=False)                            # cached: every caller shares it
+    return tab
 
 
 #: chunks of busy tiles `_real_window_lines` reads exactly before it repeats them (each chunk the next tiles')
@@ -721,7 +723,7 @@ def _real_window_lines(shape, pitch, starts, width, line, rows, need):
         return lines, busy
     span = int(lines.max() - lines.min()) + 1
     copies = -(-need // lines.shape[0])
-    return (lines[None, :] + span * np.arange(copies, dtype=np.int64)[:, None]).ravel(), busy
+    return (lines[None, :] + span * np.arange(copies, dtype=np.int64)[:, None]).ravel()[:need], busy
 
 
 def _first_touch(values):
