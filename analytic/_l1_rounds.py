@@ -45,6 +45,12 @@ from traces.grouped import groups_per_cta
 from traces.stream import tensor_bases
 from simcore._jit import njit
 
+from ._l1_sampled import dgrad_hit_shares
+
+# Numba's on-disk cache checks only this file's own time stamp; tests/test_jit_deps.py lists every kernel module this
+# one imports from (`_l1_sampled`, called from Python here): this digest of it changes this file with it
+_JIT_DEPS_SHA256 = "48c95e144754d7b9"
+
 #: (wave, SM) samples: at most SM_SAMPLES, at least MIN_SAMPLES, no more once TOUCH_BUDGET sector touches are
 #: replayed. Measured against the simulated A hit share (66 #13, 1 #138, 62 #52, 64 #100, 4 #81, 6 #53, 2 #280,
 #: 68 #278, 66 #180): within 0.036 with 32 samples, 0.075 with 16 (62 #52: 0.344 against 0.269), 0.12 with 8.
@@ -357,14 +363,22 @@ def a_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
     """The counted share of A's L1 sector reads that hit (`_round_hits`, each sample from a cold L1), or None where the
     layer is not counted: fprop nhwc SIMT, more than one filter tap (the re-reads one tap back decide A's hits),
     dense with pixels not whole lines, or grouped (``geo``: the layer's `_geometry.Geometry`, a grouped layer's
-    dense part's). Cached per layer shape, kernel and L1 geometry."""
+    dense part's); dgrad's from `_l1_sampled` (strided dgrad's sub-problems each take the layer's). Cached per layer
+    shape, kernel and L1 geometry."""
+    if geo.op == "dgrad":
+        shares = dgrad_hit_shares(layer, kernel, gpu)
+        return None if shares is None else shares[0]
     args = _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
     return None if args is None else _table(*args, 0)[0]
 
 
 def b_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
     """The counted share of B's L1 sector reads that hit on the layers `a_hit_share` counts (dense and grouped), each
-    sample's wave after the SM's `WARM_WAVES` waves before (a filter slice outlives several waves in the L1), or None."""
+    sample's wave after the SM's `WARM_WAVES` waves before (a filter slice outlives several waves in the L1), or None;
+    dgrad's from `_l1_sampled`."""
+    if geo.op == "dgrad":
+        shares = dgrad_hit_shares(layer, kernel, gpu)
+        return None if shares is None else shares[1]
     args = _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
     return None if args is None else _table(*args, WARM_WAVES)[1]
 

@@ -46,7 +46,7 @@ KERNEL_MODULES = ("analytic._counts", "analytic._groups", "analytic._counts_fpro
                   "analytic._issue_order", "analytic._line_windows", "analytic._store_only",
                   "analytic._dgrad_places", "analytic._stores",
                   "analytic._followers", "analytic._dispatch", "analytic._filter_gaps", "analytic._wave_windows",
-                  "analytic._refetch_window", "analytic._l1_rounds", "analytic.model")
+                  "analytic._refetch_window", "analytic._l1_rounds", "analytic._l1_sampled", "analytic.model")
 
 MODES = ("auto", "compiled", "interpreted")
 _ENV = "DELTASIM_MODEL_KERNELS"

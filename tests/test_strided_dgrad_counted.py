@@ -3,6 +3,7 @@
 import pytest
 
 import analytic
+import analytic._l1_rounds
 import analytic.model as model
 import simcore
 import traces
@@ -14,7 +15,9 @@ HITS_A = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum:A"
 
 
 def _both(monkeypatch, layer, gpu, kernel):
-    """(simulated, predicted, predicted with the other choice of window) of ``layer``."""
+    """(simulated, predicted, predicted with the other choice of window) of ``layer``, on the model's windows (dgrad's
+    hits counted on the kernel's stream, `analytic._l1_sampled`, replace them: off here)."""
+    monkeypatch.setattr(analytic._l1_rounds, "dgrad_hit_shares", lambda *args: None)
     sim = traces.simulate_layer(layer, gpu, kernel)
     clear_memo()                                   # (whole predictions are memoized)
     now = analytic.predict_layer(layer, gpu, kernel)
