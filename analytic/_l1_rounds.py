@@ -49,7 +49,7 @@ from ._l1_sampled import dgrad_hit_shares
 
 # Numba's on-disk cache checks only this file's own time stamp; tests/test_jit_deps.py lists every kernel module this
 # one imports from (`_l1_sampled`, called from Python here): this digest of it changes this file with it
-_JIT_DEPS_SHA256 = "48c95e144754d7b9"
+_JIT_DEPS_SHA256 = "c21243bae32a69b6"
 
 #: (wave, SM) samples: at most SM_SAMPLES, at least MIN_SAMPLES, no more once TOUCH_BUDGET sector touches are
 #: replayed. Measured against the simulated A hit share (66 #13, 1 #138, 62 #52, 64 #100, 4 #81, 6 #53, 2 #280,
@@ -366,8 +366,7 @@ def a_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
     dense part's); dgrad's from `_l1_sampled` (strided dgrad's sub-problems each take the layer's). Cached per layer
     shape, kernel and L1 geometry."""
     if geo.op == "dgrad":
-        shares = dgrad_hit_shares(layer, kernel, gpu)
-        return None if shares is None else shares[0]
+        return _dgrad_share(layer, kernel, gpu, 0)
     args = _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
     return None if args is None else _table(*args, 0)[0]
 
@@ -377,10 +376,15 @@ def b_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
     sample's wave after the SM's `WARM_WAVES` waves before (a filter slice outlives several waves in the L1), or None;
     dgrad's from `_l1_sampled`."""
     if geo.op == "dgrad":
-        shares = dgrad_hit_shares(layer, kernel, gpu)
-        return None if shares is None else shares[1]
+        return _dgrad_share(layer, kernel, gpu, 1)
     args = _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
     return None if args is None else _table(*args, WARM_WAVES)[1]
+
+
+def _dgrad_share(layer, kernel, gpu, operand):
+    """A's (``operand`` 0) or B's (1) counted share of a dgrad layer (`_l1_sampled`), or None."""
+    shares = dgrad_hit_shares(layer, kernel, gpu)
+    return None if shares is None else shares[operand]
 
 
 def _counted_args(geo, layer, kernel, gpu, cps, ways, sets):

@@ -22,6 +22,8 @@ batch past that.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from simcore.cache import _access, _geometry, _new_bank, _set_of
@@ -67,14 +69,14 @@ MIN_MISS = 0.05
 @njit(cache=True)
 def _blocks(prm, fpos, max_blocks):
     """The grid's blocks that take a slot, in dispatch order (`traces._generate._refill`: blocks outside the
-    grid and strided dgrad's blocks of a skipped starting position take none): (block id, tile_m, tile_n,
-    starting position, rounds held: k-steps and the stores' round), at most ``max_blocks``."""
+    grid and strided dgrad's blocks of a skipped starting position take none): (tile_m, tile_n, starting position,
+    rounds held: k-steps and the stores' round), at most ``max_blocks``."""
     swz = prm[_SWZ]
     tiles_m, tiles_n, tmpf = prm[_TILES_M], prm[_TILES_N], prm[_TMPF]
     nblocks = prm[_NBLOCKS]
     grid_x = tiles_m << swz
     cap = min(nblocks, max_blocks)
-    out = np.empty((cap, 5), np.int64)
+    out = np.empty((cap, 4), np.int64)
     n = 0
     for b in range(nblocks):
         if n == cap:
@@ -87,7 +89,7 @@ def _blocks(prm, fpos, max_blocks):
         f = tm // tmpf
         if fpos[f, _F_SKIP]:
             continue
-        out[n, 0], out[n, 1], out[n, 2], out[n, 3], out[n, 4] = b, tm, tn, f, fpos[f, _F_KSTEPS] + 1
+        out[n, 0], out[n, 1], out[n, 2], out[n, 3] = tm, tn, f, fpos[f, _F_KSTEPS] + 1
         n += 1
     return out[:n]
 
@@ -95,9 +97,9 @@ def _blocks(prm, fpos, max_blocks):
 @njit(cache=True)
 def _replay(prm, maps, rows, scratch, first, count, secs, blk, place, sm_start, sm_blocks, samples, bank, geo,
             line_shift, sector_shift, sector_mask, warm_rounds, count_rounds, budget, min_samples):
-    """(A sector hits, A sector reads, B sector hits, B sector reads, samples replayed) over the ``samples``
-    (SM, first counted round, counted slot or -1 for every slot): each SM's resident CTAs (``place``: SM, slot, start round of each block of
-    ``blk``; ``sm_blocks[sm_start[sm]:sm_start[sm + 1]]`` the SM's blocks in start order) step round by round,
+    """(A sector hits, A sector reads, B sector hits, B sector reads) over the ``samples`` (SM, first counted round):
+    each SM's resident CTAs (``place``: SM, slot, start round of each block of ``blk``;
+    ``sm_blocks[sm_start[sm]:sm_start[sm + 1]]`` the SM's blocks in start order) step round by round,
     slot by slot, their k-steps' load requests through one L1 (``bank``, emptied for each sample) from
     ``warm_rounds`` before the counted ``count_rounds`` (or from round 0)."""
     tn_size = prm[_TN]
@@ -115,9 +117,9 @@ def _replay(prm, maps, rows, scratch, first, count, secs, blk, place, sm_start, 
             break
         sm = samples[i, 0]
         t_count = samples[i, 1]
-        slot = samples[i, 2]
         t0 = max(0, t_count - warm_rounds)
         t1 = t_count + count_rounds
+        # an empty cache (`simcore.cache._new_bank`'s initial rows)
         table[:] = -1
         rec[:] = -1
         rec[3::4] = 0
@@ -134,9 +136,9 @@ def _replay(prm, maps, rows, scratch, first, count, secs, blk, place, sm_start, 
             # where it stands)
             while j < end and place[sm_blocks[j], 2] <= t:
                 b = sm_blocks[j]
-                if place[b, 2] + blk[b, 4] > t:
+                if place[b, 2] + blk[b, 3] > t:
                     cur[place[b, 1]] = b
-                    _start_dgrad(prm, maps, rows, sm * slots + place[b, 1], blk[b, 1], blk[b, 3])
+                    _start_dgrad(prm, maps, rows, sm * slots + place[b, 1], blk[b, 0], blk[b, 2])
                 j += 1
             busy = False
             for s in range(slots):
@@ -144,13 +146,13 @@ def _replay(prm, maps, rows, scratch, first, count, secs, blk, place, sm_start, 
                 if b < 0:
                     continue
                 ks = t - place[b, 2]
-                if ks >= blk[b, 4] - 1:                   # the stores' round (no L1 lookup), then the slot frees
+                if ks >= blk[b, 3] - 1:                   # the stores' round (no L1 lookup), then the slot frees
                     cur[s] = -1
                     continue
                 busy = True
-                q1, nreq, nsec = _step_dgrad(prm, maps, rows, scratch, blk[b, 3], sm * slots + s, ks,
-                                             blk[b, 2] * tn_size, first, count, secs, 0, 0)
-                counted = t >= t_count and (slot < 0 or s == slot)
+                q1, nreq, nsec = _step_dgrad(prm, maps, rows, scratch, blk[b, 2], sm * slots + s, ks,
+                                             blk[b, 1] * tn_size, first, count, secs, 0, 0)
+                counted = t >= t_count
                 for q in range(nreq):
                     is_a = q < q1
                     if bypass_a if is_a else bypass_b:
@@ -171,12 +173,13 @@ def _replay(prm, maps, rows, scratch, first, count, secs, blk, place, sm_start, 
                                 b_hits += hit
             if not busy and j >= end:
                 break
-    return a_hits, a_reads, b_hits, b_reads, done
+    return a_hits, a_reads, b_hits, b_reads
 
 
 _COMPILED = {"blocks": _blocks, "dispatch": dispatch, "replay": _replay}
 _CACHE: dict = {}
 _CACHE_SIZE = 2048
+_CACHE_LOCK = threading.Lock()      # inserts and evictions (threads predicting at once); reads need none
 
 
 def replayed(layer, kernel, gpu) -> bool:
@@ -195,9 +198,10 @@ def dgrad_hit_shares(layer, kernel, gpu):
     if key in _CACHE:
         return _CACHE[key]
     out = _count(layer, kernel, gpu)
-    if len(_CACHE) >= _CACHE_SIZE:
-        del _CACHE[next(iter(_CACHE))]
-    _CACHE[key] = out
+    with _CACHE_LOCK:
+        while len(_CACHE) >= _CACHE_SIZE:
+            del _CACHE[next(iter(_CACHE))]
+        _CACHE[key] = out
     return out
 
 
@@ -210,10 +214,10 @@ def _count(layer, kernel, gpu):
     if blk.shape[0] == 0:
         return None
     sms, slots = plan.sms, plan.slots
-    place = _COMPILED["dispatch"](np.ascontiguousarray(blk[:, 4]), sms, slots, blk.shape[0])
+    place = _COMPILED["dispatch"](np.ascontiguousarray(blk[:, 3]), sms, slots, blk.shape[0])
     order = np.argsort(place[:, 0], kind="stable")              # each SM's blocks in start order
     sm_start = np.searchsorted(place[order, 0], np.arange(sms + 1)).astype(np.int64)
-    life = float(blk[:, 4].mean())
+    life = float(blk[:, 3].mean())
     # an SM's sector reads a round: the layer's (exact, `_counts.l1_counts`) over its CTAs' k-steps, times the slots
     ex = l1_counts(layer, kernel)
     fpos = plan.fpos
@@ -233,7 +237,7 @@ def _count(layer, kernel, gpu):
     first = np.full(sms, np.iinfo(np.int64).max, np.int64)
     last = np.zeros(sms, np.int64)
     np.minimum.at(first, place[:, 0], place[:, 2])
-    np.maximum.at(last, place[:, 0], place[:, 2] + blk[:, 4])
+    np.maximum.at(last, place[:, 0], place[:, 2] + blk[:, 3])
     busy = np.where(last > 0, last - np.minimum(first, last), 0)
     ends = np.cumsum(busy)
     span = max(1, int(round(COUNT_LIVES * life)))          # a sample's counted rounds
@@ -247,13 +251,13 @@ def _count(layer, kernel, gpu):
             # a window may open before the SM's first round (counting from there): every busy round is then
             # covered as often (windows opening in the busy rounds alone cover the first and last ones less: 1 #43,
             # one wave on 660 slots, 0.925 of dy's reads hit counted past its cold first rounds, 0.891 simulated)
-            picks.append((sm, first[sm] - span + 1 + int((i * 0.6180339887498949) % 1.0 * (busy[sm] + span - 1)), -1))
+            picks.append((sm, first[sm] - span + 1 + int((i * 0.6180339887498949) % 1.0 * (busy[sm] + span - 1))))
     samples = np.array(picks, np.int64)
     budget, count = TOUCH_BUDGET, span
     if ex["sec_A"] + ex["sec_B"] <= WHOLE_TOUCHES:
         # every SM from the first round to the last: the count is the simulated L1's (tests/test_l1_sampled.py)
-        samples = np.stack([np.arange(sms), np.zeros(sms, np.int64), np.full(sms, -1)], axis=1).astype(np.int64)
-        warm, count, budget = 0.0, float(place[:, 2].max() + blk[:, 4].max()), 1 << 62
+        samples = np.stack([np.arange(sms), np.zeros(sms, np.int64)], axis=1)
+        warm, count, budget = 0.0, float(place[:, 2].max() + blk[:, 3].max()), 1 << 62
     bank = _new_bank(l1, 1)
     line_shift = l1.line_bytes.bit_length() - 1
     sector_shift = l1.sector_bytes.bit_length() - 1
@@ -273,5 +277,5 @@ def _count(layer, kernel, gpu):
         if reads:
             miss = max(1.0 - (pilot[0] + pilot[2]) / reads, MIN_MISS)
             warm = max(warm, WARM_FILL * l1.size_bytes / l1.sector_bytes / max(per_round, 1e-9) / miss)
-    a_hits, a_reads, b_hits, b_reads, _done = run(samples, warm, budget, MIN_SAMPLES)
+    a_hits, a_reads, b_hits, b_reads = run(samples, warm, budget, MIN_SAMPLES)
     return (a_hits / a_reads if a_reads else None, b_hits / b_reads if b_reads else None)
