@@ -19,10 +19,11 @@ from simcore._jit import njit
 
 from ._l2 import l2_miss_prob
 from ._schedule import tile_of
+from ._timeline import _union
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel modules it calls
-# into (`_schedule`, `_l2`; tests/test_jit_deps.py) changes this file with it
-_JIT_DEPS_SHA256 = "e575c67e56bf7f75"
+# into (`_schedule`, `_l2`, `_timeline`; tests/test_jit_deps.py) changes this file with it
+_JIT_DEPS_SHA256 = "e6c91787add32283"
 
 
 @njit(cache=True)
@@ -165,87 +166,37 @@ def _merge_down(tag_of, lo_of, key, tag, lo, hi) -> int:
 
 
 @njit(cache=True)
-def range_lines(nblk, pix, blk, line):
-    """table[lo, hi]: the distinct lines that channel blocks lo .. hi (of ``blk`` bytes; a pixel's ``nblk`` blocks
-    cover its ``pix`` bytes, contiguous pixels) touch, over all pixels, in units of (a pixel run's lines / nblk):
-    nblk for every block. Counted over one period of the pixels against the lines (lcm(pix, line) bytes), where a
-    line that straddles two pixels holds the end of one and the start of the next."""
-    a_, b_ = pix, line
-    while b_:
-        a_, b_ = b_, a_ % b_
-    npix = line // a_                                  # pixels in one period
-    period_lines = npix * pix // line
-    table = np.zeros((nblk, nblk), np.float64)
-    for lo in range(nblk):
-        for hi in range(lo, nblk):
-            count = 0
-            last = -1
-            for p in range(npix):
-                a = p * pix + lo * blk
-                b = p * pix + min((hi + 1) * blk, pix)
-                if b <= a:
-                    continue
-                first_line, last_line = a // line, (b - 1) // line
-                if last_line > last:
-                    count += last_line - max(first_line, last + 1) + 1
-                    last = last_line
-            table[lo, hi] = count * nblk / period_lines
-    return table
-
-
-@njit(cache=True)
-def _place_units(head, nxt, los, his, touched, ntouched, buf_lo, buf_hi, lines_of) -> float:
-    """dy lines, in a place's lines / nblk, that each touched place's channel-block ranges [lo, hi] (a linked
-    list a place: ``head``, ``nxt``) touch: each place's few ranges gathered and merged, each merged run's lines
-    from ``lines_of`` (`range_lines`; two runs of one place that share a line, where a line straddles two
-    pixels, count it twice)."""
-    total = 0.0
+def _place_units(head, nxt, los, his, touched, ntouched, buf_lo, buf_hi) -> int:
+    """Channel blocks in the union of each touched place's ranges [lo, hi] (a linked list a place: ``head``,
+    ``nxt``): each place's few ranges gathered, then `_timeline._union`."""
+    total = 0
     for t in range(ntouched):
         n = 0
         r = head[touched[t]]
         while r >= 0:
-            lo, hi = los[r], his[r]
-            j = n - 1                                  # insertion sort by start: a place has few ranges
-            while j >= 0 and buf_lo[j] > lo:
-                buf_lo[j + 1], buf_hi[j + 1] = buf_lo[j], buf_hi[j]
-                j -= 1
-            buf_lo[j + 1], buf_hi[j + 1] = lo, hi
+            buf_lo[n], buf_hi[n] = los[r], his[r] + 1
             n += 1
             r = nxt[r]
-        run_lo, run_hi = buf_lo[0], buf_hi[0]
-        for j in range(1, n):
-            if buf_lo[j] > run_hi + 1:
-                total += lines_of[run_lo, run_hi]
-                run_lo, run_hi = buf_lo[j], buf_hi[j]
-            elif buf_hi[j] > run_hi:
-                run_hi = buf_hi[j]
-        total += lines_of[run_lo, run_hi]
+        total += _union(buf_lo, buf_hi, n)
     return total
 
 
 @njit(cache=True)
-def dy_reread_misses(blk_tm, blk_tn, blk_steps, placed, tpf, tiles_n, places, readers, nblk, k_lo, k_last, k_hi,
-                     kept, lines_of, store_lines, block_lines, step_b_lines, cap_lines, ways, cliff):
+def dy_reread_misses(blk_tm, blk_tn, blk_steps, placed, tpf, tiles_n, places, readers, nblk, nk, store_lines,
+                     block_lines, step_b_lines, cap_lines, ways, cliff):
     """Strided dgrad: the L2 miss chances of dy's re-reads, place by place, on the dispatcher's rounds.
 
     Place i (tile i of every sub-problem: the same dy rows, `strided_blocks`' tile_m mod ``tpf``) is read by one
     CTA of every sub-problem and column; ``places`` sampled places are followed through their first ``readers``
-    reads, at sampled dy lines of a pixel. A CTA of T taps that starts in round s reads channel block k0 in rounds
-    s + k0 T .. s + k0 T + T - 1 (DESIGN 3a: blocks outermost), and the L2 keeps or drops whole lines: it
-    touches line j in the L2 from round s + ``k_lo[j]`` T (`model.dy_line_blocks`: a line holds several blocks
-    where tile_k x elem bytes is under a line) to the first round of block ``k_last[j]`` (the one that brings
-    its last sector) where its L1 keeps each sector through the block's taps, to the last round of block
-    ``k_hi[j]`` where it keeps none: between the two by ``kept``, the share of A's L1 load sectors that hit.
-    CTAs side by side with other tap counts touch a line rounds apart, and a later CTA of the place touches it
-    after all of them; taken in time order, a touch that comes after every earlier reader's last touch of the
-    line finds what was touched
-    since the latest of them. In between the L2 takes the dx tiles of the CTAs
+    reads, at ``nk`` of the ``nblk`` channel blocks (both evenly spread). A CTA of T taps
+    that starts in round s reads channel block k0 (of ``nblk``) in rounds s + k0 T .. s + k0 T + T - 1 (DESIGN 3a:
+    blocks outermost), so CTAs side by side with other tap counts read a line of block k0 rounds apart, and a
+    later CTA of the place reads it after all of them; taken in time order, a read that comes after every
+    earlier one ended finds what was touched since the latest of them. In between the L2 takes the dx tiles of the CTAs
     that store in those rounds (their last round; ``store_lines`` each), the dy lines of the channel blocks
-    that CTAs read in those rounds (a place's merged runs of blocks lo .. hi: ``lines_of[lo, hi]`` x
-    ``block_lines``, a place's lines / nblk, `range_lines`: a run of blocks narrower than a line touches more of a
-    pixel's lines than its share of the blocks) and their filter
+    that CTAs read in those rounds (``block_lines`` a block of a place, once a place and block) and their filter
     lines (``step_b_lines`` a k-step, once a column, sub-problem and k-step): the engine's cliff of that over
-    ``cap_lines``, averaged over the sampled lines. Counted in rounds, not in waves of blocks: blocks of other lengths
+    ``cap_lines``, averaged over the blocks. Counted in rounds, not in waves of blocks: blocks of other lengths
     (other tap counts, store-only blocks) move the waves, a run of blocks that starts together ends together,
     and a line is read again after what was touched since its last read, not since its reader started (67 #86,
     3x3 stride 2, 9-, 5- and 3-round blocks on 30 slots: sub-problem 1's tile i starts in the round after
@@ -300,12 +251,12 @@ def dy_reread_misses(blk_tm, blk_tn, blk_steps, placed, tpf, tiles_n, places, re
         if n < 2:
             continue
         pairs += n - 1
-        nk = k_lo.shape[0]
         for kk in range(nk):
-            # each reader's first round of the sampled line, in time order; a read after every earlier one's last
-            # read of the line meets the window since the latest of them
+            k0 = (2 * kk + 1) * nblk // (2 * nk)          # sampled channel blocks, evenly spread
+            # each reader's rounds of block k0, in time order; a read after every earlier one ended meets the
+            # window since the latest of them
             for j in range(n):
-                first_rd[j] = starts[mine[j]] + k_lo[kk] * blk_taps[mine[j]]
+                first_rd[j] = starts[mine[j]] + k0 * blk_taps[mine[j]]
             order = np.argsort(first_rd[:n], kind="mergesort")
             t0 = -1
             # the blocks not yet ended before a window, linked in start order (t0 only rises: an ended block is
@@ -353,12 +304,8 @@ def dy_reread_misses(blk_tm, blk_tn, blk_steps, placed, tpf, tiles_n, places, re
                             b_units += _merge_down(b_tag, b_lo, blk_key[c], tag, lo, hi)
                         prev = c
                         c = alive_next[c]
-                    a_units = _place_units(head, r_next, r_lo, r_hi, touched, ntouched, buf_lo, buf_hi, lines_of)
+                    a_units = _place_units(head, r_next, r_lo, r_hi, touched, ntouched, buf_lo, buf_hi)
                     lines = stored * store_lines + a_units * block_lines + b_units * step_b_lines
                     miss += l2_miss_prob(lines / cap_lines, ways, cliff) / nk
-                # this CTA's last touch of the line: the first tap of the block that brings its last sector, or as
-                # far as the last block's last tap where its L1 keeps none of them (``kept``: A's L1 hit share)
-                taps = blk_taps[b]
-                late = (k_hi[kk] + 1) * taps - 1 - k_last[kk] * taps
-                t0 = max(t0, starts[b] + k_last[kk] * taps + int((1.0 - kept) * late + 0.5))
+                t0 = max(t0, t1 + blk_taps[b] - 1)             # the block's last read by this CTA
     return miss, pairs

@@ -39,7 +39,7 @@ from ._dispatch import dispatch
 
 # Numba's on-disk cache checks only this file's own time stamp: this digest of the kernel modules `_replay` compiles in
 # (the generator's dgrad steps, the simulator's cache, their constants; tests/test_jit_deps.py) changes this file with them
-_JIT_DEPS_SHA256 = "d03fb80a5f945065"
+_JIT_DEPS_SHA256 = "c5734d74aa884579"
 
 #: sampled (SM, round) points: at most SM_SAMPLES, at least MIN_SAMPLES, no more once TOUCH_BUDGET sector lookups
 #: are replayed; the dispatch stops after MAX_BLOCKS blocks

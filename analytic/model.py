@@ -30,7 +30,7 @@ from ._filter_gaps import b_line_gaps, one_gap
 from ._followers import follower_misses, follower_windows, mean_gap
 from ._schedule import (CFG_AREP, CFG_PREV_A, CFG_SUB, SM_SAMPLES, filters_in_step, grid_schedule, l2_classes,
                         refetch_waves, sm_config_summary, tile_m_classes, with_columns)
-from ._dispatch import dispatch, dy_reread_misses, range_lines, sm_tables, strided_blocks
+from ._dispatch import dispatch, dy_reread_misses, sm_tables, strided_blocks
 from ._store_only import store_only_rereads
 from ._timeline import lead_share, lockstep_lead_share
 from ._issue_order import one_back_tables, relative_valid
@@ -268,10 +268,8 @@ def _predict_strided_dgrad(layer, gpu, kernel, f, machine):
             # later waves (`_later_wave_rereads`), the sub-problems' own grids' re-reads by later waves replaced
             # (67 #86: each sub-problem's grid alone re-read dy once a band of columns, 0.7 x its sectors more a
             # sub-problem than the whole grid does)
-            a_loads = total[Mx.L1_LD_SECTORS + ":A"]
-            kept = total[Mx.L1_LD_HITS + ":A"] / a_loads if a_loads > 0.0 else 0.0
             reread = _later_wave_rereads(layer, kernel, gpu, f, len(subs), tpf, per_wave, uniq_dy, cap_lines,
-                                         total[Mx.L2_WR_SECTORS] * SEC / LINE, kept)
+                                         total[Mx.L2_WR_SECTORS] * SEC / LINE)
             fix = uniq_dy + reread - uniq_sum - reread_sum
         else:
             reread = _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, per_wave)
@@ -501,55 +499,13 @@ def _coresident_rereads(subs, layer, kernel, gpu, f, uniq_dy, cap_lines, tpf, pe
 
 
 # places of a strided dgrad sub-problem whose dy reads `_later_wave_rereads` follows through the grid (the first
-# `_DY_READERS` reads of each), and the lines of a pixel's run of channels followed at each (evenly spread)
+# `_DY_READERS` reads of each), and the channel blocks of each (evenly spread)
 _DY_PLACES = 8
 _DY_READERS = 32
-_DY_LINES = 2
+_DY_BLOCKS = 2
 
 
-@memo(256)
-def dy_line_blocks(k, tk, eb, line, sector, samples=_DY_LINES) -> tuple:
-    """dy (NHWC, ``k`` channels of ``eb`` bytes a pixel) read in channel blocks of ``tk``: (k_lo, k_last, k_hi,
-    lines_of).
-
-    The L2 keeps or drops a whole line, so a CTA's reads of a line touch it over every channel block the line
-    holds: k_lo and k_hi (int64 arrays) are the first and last block of ``samples`` lines evenly spread over the
-    period of the pixels' bytes against the lines (lcm(k eb, line) bytes; a line that straddles two pixels holds
-    the end of one and the start of the next; where pixels are narrower than a line, every block). A sector
-    first reaches the L2 at the first tap of the first block that reads it, and again at later taps only where
-    the CTA's L1 has lost it: k_last is the block that brings the line's last sector. lines_of[lo, hi]
-    (`_dispatch.range_lines`): the lines that blocks lo .. hi of every pixel touch, in a pixel run's lines / nblk.
-    Seed 65 #229 (7x7 stride 3, K 96 fp16, tile_k 8: a 192-byte pixel, a line holds 8 of 12 blocks; scratch
-    `l2dist.py`, the L2 stream's distinct lines between a line's two touches): dy's re-reads by the next
-    sub-problem lie at 0.5-0.6 of the L2 (2 of a pixel pair's 3 lines between), not past dy's 0.85 that blocks
-    alone give. Memoized (`_memo`; read-only arrays)."""
-    nblk = _cdiv(k, tk)
-    pix, blk = k * eb, tk * eb
-    period = pix * line // math.gcd(pix, line) // line         # lines before the pattern repeats
-    n = max(1, min(samples, period, nblk))
-    k_lo = np.empty(n, np.int64)
-    k_last = np.empty(n, np.int64)
-    k_hi = np.empty(n, np.int64)
-    for j in range(n):
-        lo_b = ((2 * j + 1) * period // (2 * n)) * line          # the sampled line's bytes [lo_b, lo_b + line)
-        first, last, high = nblk, -1, -1
-        for sec in range(lo_b, lo_b + line, sector):
-            # the sector's first reader: the lowest block of the pixels' bytes it holds
-            reader = nblk
-            for p in range(sec // pix, (sec + sector - 1) // pix + 1):
-                a = max(sec, p * pix) - p * pix
-                b = min(sec + sector, (p + 1) * pix) - p * pix
-                if a < b:
-                    reader, high = min(reader, a // blk), max(high, (b - 1) // blk)
-            first, last = min(first, reader), max(last, reader)
-        k_lo[j], k_last[j], k_hi[j] = first, last, high
-    lines_of = range_lines(nblk, pix, blk, line)
-    for arr in (k_lo, k_last, k_hi, lines_of):
-        arr.setflags(write=False)
-    return k_lo, k_last, k_hi, lines_of
-
-
-def _later_wave_rereads(layer, kernel, gpu, f, nsub, tpf, per_wave, uniq_dy, cap_lines, store_lines, kept=0.0):
+def _later_wave_rereads(layer, kernel, gpu, f, nsub, tpf, per_wave, uniq_dy, cap_lines, store_lines):
     """dy sectors read again from DRAM by a later wave of strided dgrad's grid: the rows of place i
     (a sub-problem's tile i) are read by tile i of every sub-problem of every CTA column, in block order
     (tile_m fastest over the sub-problems' tiles, bands of 2^swizzle columns). Between two reads that start
@@ -557,26 +513,21 @@ def _later_wave_rereads(layer, kernel, gpu, f, nsub, tpf, per_wave, uniq_dy, cap
     rows of the other places read in between, and the filters (`_dispatch.dy_reread_misses`, the engine's
     cliff). Followed at `_DY_PLACES` places. Seed 4 #65 (3x3 stride 2, four 32-wide columns of four
     sub-problems' 59 tiles, 2.6 waves): simulated dy DRAM reads 2 x its distinct sectors, where the
-    sub-problems' own grids (one wave each) put every column's re-read in step. A CTA touches a line of dy in the
-    L2 over the channel blocks the line holds (`dy_line_blocks`), at a later tap of a block only where its L1
-    has lost the sector: ``kept``, the share of A's load sectors that hit the L1 (the model's), moves its last
-    touch from the last block's last tap towards the first tap of the block that brings the last sector."""
+    sub-problems' own grids (one wave each) put every column's re-read in step."""
     tiles_n = _cdiv(layer.c, kernel.tile_n)
     if nsub * tpf * tiles_n <= per_wave:
         return 0.0
     eb, LINE = kernel.elem_bytes, gpu.line_bytes
     dy_lines = _cdiv(layer.n * layer.p * layer.q * layer.k * eb, LINE)
     blk_tm, blk_tn, blk_steps, placed = _strided_dispatch(layer, kernel, gpu.sms, per_wave // gpu.sms, tpf)
+    places = min(_DY_PLACES, tpf)
     nblk = _cdiv(layer.k, kernel.tile_k)
     # every block that takes a slot stores its dx tile, store-only ones too; a k-step's filter lines: its K / nblk
     # rows of the column's tile_n channels
     step_b_lines = layer.k / nblk * lines_per_row(layer.c, kernel.tile_n, eb, layer.r * layer.s * layer.c * eb,
                                                   layer.stride[1] * layer.c * eb, LINE)
-    k_lo, k_last, k_hi, lines_of = dy_line_blocks(layer.k, kernel.tile_k, eb, LINE, gpu.sector_bytes)
-    miss, pairs = dy_reread_misses(blk_tm, blk_tn, blk_steps, placed, tpf, tiles_n, min(_DY_PLACES, tpf),
-                                   _DY_READERS, nblk,
-                                   k_lo, k_last, k_hi, float(kept), lines_of, store_lines / blk_steps.shape[0],
-                                   dy_lines / tpf / nblk,
+    miss, pairs = dy_reread_misses(blk_tm, blk_tn, blk_steps, placed, tpf, tiles_n, places, _DY_READERS, nblk,
+                                   min(nblk, _DY_BLOCKS), store_lines / blk_steps.shape[0], dy_lines / tpf / nblk,
                                    step_b_lines, cap_lines, float(gpu.l2_ways), cliff_params(gpu, f))
     if pairs == 0:
         return 0.0

@@ -39,7 +39,7 @@ JIT_DEPENDENCIES = {
     "analytic._schedule": ["analytic/_dgrad_places.py"],
     "analytic._stores": ["analytic/_schedule.py"],
     "analytic._wave_windows": ["analytic/_schedule.py"],
-    "analytic._dispatch": ["analytic/_l2.py", "analytic/_schedule.py"],
+    "analytic._dispatch": ["analytic/_l2.py", "analytic/_schedule.py", "analytic/_timeline.py"],
     "analytic._issue_order": ["analytic/_line_windows.py"],
     "analytic._l1_sampled": ["analytic/_counts.py", "analytic/_dispatch.py", "simcore/cache.py", "simcore/metrics.py",
                             "traces/_backward.py", "traces/_layout.py"],
