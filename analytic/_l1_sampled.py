@@ -49,9 +49,8 @@ TOUCH_BUDGET = 8_000_000
 #: a layer of at most this many L1 load sectors is replayed whole (every SM, every round: exact)
 WHOLE_TOUCHES = 16_000_000
 MAX_BLOCKS = 1 << 20
-#: a sample counts COUNT_LIVES CTA lifetimes (mean rounds a block holds its slot) after a warm-up of WARM_LIVES
-#: lifetimes and at least WARM_FILL L1-fills of misses (the rounds whose reads fill the L1 that often, over the
-#: pilot's miss share). Measured on the 159 dgrad cases of seeds 1, 2, 3, 5, 6, 64 and 65 over 4 M load sectors, all
+#: a sample counts COUNT_LIVES CTA lifetimes (mean rounds a block holds its slot) after a warm-up of WARM_FILL
+#: L1-fills of misses (the rounds whose reads fill the L1 that often, over the pilot's miss share). Measured on the 159 dgrad cases of seeds 1, 2, 3, 5, 6, 64 and 65 over 4 M load sectors, all
 #: sampled, the L1 misses' error against the simulated L2 reads, mean / p95 / max, at 4 M lookups: one lifetime
 #: counted after one lifetime and two fills of reads (not misses) 2.28 / 10.7 / 23.4 % on 58 of them (65 #60: its dy
 #: lines come back eight waves on); a quarter lifetime after one fill of misses 1.31 / 6.93 / 22.4 %, then with
@@ -59,7 +58,6 @@ MAX_BLOCKS = 1 << 20
 #: / 12.9 % (38 s for the 159, about 0.25 s a case). Shipped at 8 M lookups, and layers of up to 16 M load sectors
 #: replayed whole (held-out 34 #67, 8.6 M: 0.859 of dy's reads hit sampled at 4 M, 0.814 at 16 M, 0.818 whole and
 #: simulated; a whole replay costs about 50 ns a lookup, 0.46 s there)
-WARM_LIVES = 0
 COUNT_LIVES = 0.5
 WARM_FILL = 2.0
 #: the least miss share the warm-up's fills of misses assume (a layer whose reads all hit would warm forever)
@@ -180,6 +178,7 @@ _COMPILED = {"blocks": _blocks, "dispatch": dispatch, "replay": _replay}
 _CACHE: dict = {}
 _CACHE_SIZE = 2048
 _CACHE_LOCK = threading.Lock()      # inserts and evictions (threads predicting at once); reads need none
+_MISSING = object()
 
 
 def replayed(layer, kernel, gpu) -> bool:
@@ -195,8 +194,9 @@ def dgrad_hit_shares(layer, kernel, gpu):
     if not replayed(layer, kernel, gpu):
         return None
     key = (layer.shape, kernel, gpu)
-    if key in _CACHE:
-        return _CACHE[key]
+    out = _CACHE.get(key, _MISSING)          # one look-up: another thread may evict between two
+    if out is not _MISSING:
+        return out
     out = _count(layer, kernel, gpu)
     with _CACHE_LOCK:
         while len(_CACHE) >= _CACHE_SIZE:
@@ -225,7 +225,8 @@ def _count(layer, kernel, gpu):
     steps = np.where(fpos[tms // int(prm[_TMPF]), _F_SKIP] != 0, 0, fpos[tms // int(prm[_TMPF]), _F_KSTEPS])
     per_round = slots * (ex["sec_A"] + ex["sec_B"]) / max(1.0, float(steps.sum()) * int(prm[_TILES_N]))
     l1 = kernel.l1_config(gpu)
-    warm = max(WARM_LIVES * life, WARM_FILL * l1.size_bytes / l1.sector_bytes / max(per_round, 1e-9))
+    fill_rounds = l1.size_bytes / l1.sector_bytes / max(per_round, 1e-9)      # rounds whose reads fill the L1 once
+    warm = WARM_FILL * fill_rounds
     # the samples: (SM, round) points spread evenly over the SMs' busy rounds (an SM picked in proportion to the rounds
     # from its first block's start to its last block's end, the round within them by golden-ratio steps), in
     # bit-reversed order: those taken before the budget runs out spread over the grid; each counts every slot of its
@@ -276,6 +277,6 @@ def _count(layer, kernel, gpu):
         reads = pilot[1] + pilot[3]
         if reads:
             miss = max(1.0 - (pilot[0] + pilot[2]) / reads, MIN_MISS)
-            warm = max(warm, WARM_FILL * l1.size_bytes / l1.sector_bytes / max(per_round, 1e-9) / miss)
+            warm = max(warm, WARM_FILL * fill_rounds / miss)
     a_hits, a_reads, b_hits, b_reads = run(samples, warm, budget, MIN_SAMPLES)
     return (a_hits / a_reads if a_reads else None, b_hits / b_reads if b_reads else None)

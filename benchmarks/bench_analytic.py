@@ -12,9 +12,10 @@ takes the process's one-time costs: loading the compiled kernels, the L2 cliff t
 windows (`analytic._l2.pattern_cliff`, per GPU geometry and line pattern, about 15 ms each; the fprop
 workload has 48 over its three GPUs, 0.6-0.7 s in all), which a study pays once per GPU, and the re-fetch
 windows' set tables of the layers whose later waves re-read A near the L2's capacity
-(`analytic._refetch_window`, 10-110 ms a layer shape and GPU), which a study pays once per layer and GPU, and dgrad's L1 hits counted on its own request stream
-(`analytic._l1_sampled`, 0.05-0.5 s a layer shape, kernel and GPU: the dgrad workload's first pass 3.4 -> 69.5 s on
-the twenty-first session's VM) (the "first pass" line times the warm-up). Each timed pass
+(`analytic._refetch_window`, 10-110 ms a layer shape and GPU), which a study pays once per layer and GPU, and
+dgrad's L1 hits counted on its own request stream (`analytic._l1_sampled`, 0.05-0.5 s a layer shape, kernel and
+GPU: the dgrad workload's first pass 3.4 -> 69.5 s on the twenty-first session's VM) (the "first pass" line times
+the warm-up). Each timed pass
 over the workload starts with the model's memo of GPU-independent figures cleared (`analytic._memo`):
 within a pass the three GPUs share each layer's exact counts and geometry, as a user's study of a
 network on three GPUs does, and so do a network's layers of one shape (the memo is keyed by shape:
