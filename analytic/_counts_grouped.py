@@ -22,6 +22,7 @@ from simcore._jit import njit
 from ._counts import SEC, _blocks
 from ._counts_fprop import _a_nhwc
 from ._groups import _box_operand
+from ._memo import memo
 from ._reuse import tile_pixel_stamps
 
 # Numba's on-disk cache checks only this file's own time stamp, but the kernels here compile in
@@ -107,3 +108,44 @@ def tile_pixel_counts(picks, tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw):
     unique over each tile's taps took 2.6 of a prediction's 4.2 ms; compiled, 236 -> 1,030 predictions/s)."""
     return tile_pixel_stamps(picks, np.ones(picks.shape[0]), tm, M, P, Q, H, W, R, S, sh, sw, ph, pw, dh, dw,
                              False, False)[0]
+
+
+@memo()
+def block_lines(layer, kernel, line) -> tuple:
+    """(each channel block's lines a pixel, mean over the pixels' alignments to the line, at most the pixel's;
+    the index of its first line and of its last, per block and alignment): `_grouped_model._window_lines`'
+    blocks, in order (group, block). Memoized, read-only (`_grouped_model._class_lines` reads them once for each
+    CTA distance: 50 us a call, a tenth of a grouped pass, measured)."""
+    return _block_lines(layer.c, layer.c_per_group, kernel.tile_k, kernel.elem_bytes, line)
+
+
+@functools.lru_cache(maxsize=1024)
+def _block_lines(c, cg, tk, eb, line) -> tuple:
+    """`block_lines` of C channels in groups of ``cg``."""
+    starts = (np.arange(c // cg)[:, None] * cg + np.arange(0, cg, tk)[None, :]).ravel()
+    widths = np.minimum(tk, c - starts)
+    pitch = c * eb
+    period = line // math.gcd(pitch, line)
+    aligns = (np.arange(period) * pitch) % line
+    begin = aligns[None, :] + (starts * eb)[:, None]
+    first, last = begin // line, (begin + (widths * eb)[:, None] - 1) // line
+    lines = np.minimum((last - first + 1).mean(axis=1), max(pitch / line, 1e-9))
+    for a in (lines, first, last):
+        a.setflags(write=False)
+    return lines, first, last
+
+
+def block_classes(layer, kernel, line) -> tuple:
+    """(The classes' lines a pixel, ascending; each channel block's class, group by group): `block_lines`' blocks
+    by their mean lines a pixel (rounded to 1e-6), `_grouped_model._window_lines`' classes and the bins of
+    `_l1_rounds.sweep_miss_shares`."""
+    return block_class_index(layer.c, layer.c_per_group, kernel.tile_k, kernel.elem_bytes, line)
+
+
+@functools.lru_cache(maxsize=1024)
+def block_class_index(c, cg, tk, eb, line) -> tuple:
+    """`block_classes` of C channels in groups of ``cg`` (the index read-only)."""
+    values, index = np.unique(np.round(_block_lines(c, cg, tk, eb, line)[0], 6), return_inverse=True)
+    index = index.astype(np.int64)
+    index.setflags(write=False)
+    return tuple(values.tolist()), index

@@ -22,9 +22,9 @@ from traces.grouped import group_mode, groups_per_cta
 
 from ._common import _TEMPLATE, cdiv, layer_time, nsets, tile_samples, uniq_input
 from ._counts import _ramp, l1_counts
-from ._l1_rounds import a_hit_share, b_hit_share
+from ._l1_rounds import a_hit_share, b_hit_share, sweep_miss_shares
 from ._l2 import PATTERN_X, cliff_params, l2_miss_prob, l2_miss_window, lines_cliff, pattern_cliff
-from ._counts_grouped import grouped_a_blocks, tile_pixel_counts
+from ._counts_grouped import block_classes, block_lines as _block_lines, grouped_a_blocks, tile_pixel_counts
 from ._grouped_filters import filter_rows, in_set_ratio, round_lines
 from ._grouped_returns import returning_share
 from ._grouped_rereads import (_class_shifts, _issue_order, _reread_misses, _reread_table, _window_pixels,
@@ -38,7 +38,7 @@ from ._stores import grid_write_side
 # Numba's on-disk cache checks only this file's own time stamp; the kernels here compile in nothing from
 # the modules above, but tests/test_jit_deps.py counts every kernel module they import: updating this
 # digest of them after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "bce5511a4dad8425"
+_JIT_DEPS_SHA256 = "cb6761a56e2ab736"
 
 
 @memo()
@@ -183,30 +183,9 @@ def _window_lines(layer, kernel, line) -> tuple:
     share it (at most C e / line lines a pixel). Where a block sits in the pixel decides whether it
     straddles a line: mobilenet_v2's depthwise 144-channel fp32 pixels (4.5 lines) straddle for 14 of
     every 32 groups, every other pixel, and those groups' windows are 1.5 lines a pixel, not 1.22."""
-    lines = _block_lines(layer, kernel, line)[0]
-    values, counts = np.unique(np.round(lines, 6), return_counts=True)
-    return tuple(zip(values.tolist(), (counts / counts.sum()).tolist()))
-
-
-@memo()
-def _block_lines(layer, kernel, line) -> tuple:
-    """(each channel block's lines a pixel, mean over the pixels' alignments to the line, at most the pixel's;
-    the index of its first line and of its last, per block and alignment): `_window_lines`' blocks, in order
-    (group, block). Memoized, read-only (`_class_lines` reads them once for each CTA distance: 50 us a call,
-    a tenth of a grouped pass, measured)."""
-    eb, tk = kernel.elem_bytes, kernel.tile_k
-    cg, groups = layer.c_per_group, layer.groups
-    starts = (np.arange(groups)[:, None] * cg + np.arange(0, cg, tk)[None, :]).ravel()
-    widths = np.minimum(tk, layer.c - starts)
-    pitch = layer.c * eb
-    period = line // math.gcd(pitch, line)
-    aligns = (np.arange(period) * pitch) % line
-    begin = aligns[None, :] + (starts * eb)[:, None]
-    first, last = begin // line, (begin + (widths * eb)[:, None] - 1) // line
-    lines = np.minimum((last - first + 1).mean(axis=1), max(pitch / line, 1e-9))
-    for a in (lines, first, last):
-        a.setflags(write=False)
-    return lines, first, last
+    values, index = block_classes(layer, kernel, line)
+    counts = np.bincount(index, minlength=len(values))
+    return tuple(zip(values, (counts / counts.sum()).tolist()))
 
 
 @memo()
@@ -573,7 +552,7 @@ def busy_columns(busy, tiles_m, tiles_n, swz) -> tuple:
     return busy / columns, columns
 
 
-def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
+def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist, swept=None) -> tuple:
     """Chances that re-reads which missed the L1 miss the L2 too: (the next group's, those inside a
     group), each averaged over the re-reads that miss the L1 (``by_class``, ``by_dist``: `reuse_misses`'
     miss chances per class of window lines and per distance in taps). L1 hits never reach the L2's LRU
@@ -603,6 +582,10 @@ def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
     Seed 1 #86 (a quarter of the P100's L2, 448 busy CTAs of 128 rows): one k-step's lines are seven times
     the L2's, and 91 % of A's L2 reads go to DRAM.
 
+    ``swept``: the replay's per-class share of a sweep's lines that miss the L1 at all
+    (`_l1_rounds.sweep_miss_shares`), where counted: the windows' share of the busy tiles' lines where it is below
+    the pairs' own (MODEL.md section 6a: 67 #150's lines that stay in the L1 from one group step to the next).
+
     Each against the L2's capacity (the dense engine's cliff, `_l2`), per class of window lines: in one
     group step every pixel reads that group's block, so where the pixel pitch is a multiple of the line
     the straddling groups double the working set at once, and the convex cliff is averaged over the
@@ -620,7 +603,7 @@ def _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist) -> tuple:
                           _tile_pixels(layer, kernel, gpu.sector_bytes)[1] / (layer.r * layer.s), step_tiles / cap,
                           1.0 / cap, ways, cliff,
                           _window_cliffs(layer, kernel, gpu, f, columns, per_column), lead,
-                          last_w, last_px, first_w, first_px)
+                          last_w, last_px, first_w, first_px, _NO_SWEEPS if swept is None else swept)
 
 
 @memo(4096)
@@ -742,7 +725,7 @@ def _window_miss(x, ways, cliff, tabs, i):
 
 @njit(cache=True)
 def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x, ways, cliff, tabs, lead, last_w,
-                   last_px, first_w, first_px) -> tuple:
+                   last_px, first_w, first_px, swept) -> tuple:
     """`_l2_rereads`' averages over the classes of window lines, the busy periods and the re-reads'
     distances. Per class, M misses of n reads a pixel and group step; the pixels that miss at all are those
     whose longest re-read misses (``by_class[:, 3]``, a share h), each missing M / h of its n reads: with
@@ -768,21 +751,25 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
         # the pixels whose lines miss the L1 at all (h): those whose longest re-read misses; each misses M / h
         # of its n reads, so the read before a miss missed too with chance q = (M / h - 1) / (n - 1)
         h = min(1.0, by_class[i, 3] / w)
+        # the share of the busy tiles' lines that reach the L2 in a group step (the windows below): where counted on
+        # the replay (`_l1_rounds.sweep_miss_shares`), the class's lines a sweep reads that miss the L1 at all, where
+        # fewer than the pairs' longest re-reads say (a line the next sweep's first taps re-read from the L1)
+        hw = min(h, swept[i]) if i < swept.shape[0] and swept[i] >= 0.0 else h
         q = min(1.0, max(0.0, (big / h - 1.0) / (n - 1.0))) if h > 0.0 and n > 1.0 else 1.0
         # the other tiles' re-reads reach the L2 where they miss their L1: a read's chance past its first
         again = min(1.0, max(0.0, (big - h) / (n - 1.0))) if n > 1.0 else 0.0
         for j in range(periods.shape[0]):
-            full = cross_x * periods[j, 1] * h
+            full = cross_x * periods[j, 1] * hw
             tiles = step_x * periods[j, 1] / top
             # the pair's first L1 miss of the group step: the group step's window where its tile reads the
             # pixel first, else the busy tiles' first reads since another tile's read of it (`_readers`): its
             # last where the other tiles' re-reads miss their L1, else the latest of their first reads
             p_full = lead * _window_miss(full * lines, ways, cliff, tabs, i)
             for c in range(last_w.shape[0]):
-                p_full += again * last_w[c] * _window_miss(min(full, tiles * last_px[c] * h) * lines, ways, cliff,
+                p_full += again * last_w[c] * _window_miss(min(full, tiles * last_px[c] * hw) * lines, ways, cliff,
                                                            tabs, i)
             for c in range(first_w.shape[0]):
-                p_full += (1.0 - again) * first_w[c] * _window_miss(min(full, tiles * first_px[c] * h) * lines, ways,
+                p_full += (1.0 - again) * first_w[c] * _window_miss(min(full, tiles * first_px[c] * hw) * lines, ways,
                                                                     cliff, tabs, i)
             for d in range(by_dist.shape[1]):
                 for k in range(2):
@@ -804,6 +791,7 @@ def _window_misses(windows, periods, by_class, by_dist, tap_px, step_x, cross_x,
 
 
 _NO_TAB = np.zeros(1, np.float64)
+_NO_SWEEPS = np.zeros(0, np.float64)
 
 
 @memo(4096)
@@ -1058,7 +1046,8 @@ def predict_grouped(layer, gpu, kernel, f, machine) -> dict:
     (sh, sw), (ph, pw), (dh, dw) = layer.stride, layer.pad, layer.dilation
     uniq_x = uniq_input(layer.n, layer.c, layer.h, layer.w, layer.p, layer.q, layer.r, layer.s, sh, sw, ph, pw,
                         dh, dw, eb, True, sec)
-    cross_l2, intra_l2 = _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist)
+    swept = sweep_miss_shares(geo, layer, kernel, gpu, *machine) if counted_a is not None else None
+    cross_l2, intra_l2 = _l2_rereads(layer, kernel, gpu, f, machine, by_class, by_dist, swept)
     # first reads of sectors an earlier CTA column read (its group, or a sector its groups' channels share):
     # once a column and pixel (the tiles of a column that share a halo pixel read it in step)
     per_pixel = _pixel_sectors(layer, kernel, sec)[1]

@@ -45,11 +45,12 @@ from traces.grouped import groups_per_cta
 from traces.stream import tensor_bases
 from simcore._jit import njit
 
+from ._counts_grouped import block_class_index
 from ._l1_sampled import dgrad_hit_shares
 
 # Numba's on-disk cache checks only this file's own time stamp; tests/test_jit_deps.py lists every kernel module this
 # one imports from (`_l1_sampled`, called from Python here): this digest of it changes this file with it
-_JIT_DEPS_SHA256 = "1c2ccf46ae62e660"
+_JIT_DEPS_SHA256 = "a9a297b75970c929"
 
 #: (wave, SM) samples: at most SM_SAMPLES, at least MIN_SAMPLES, no more once TOUCH_BUDGET sector touches are
 #: replayed. Measured against the simulated A hit share (66 #13, 1 #138, 62 #52, 64 #100, 4 #81, 6 #53, 2 #280,
@@ -76,7 +77,7 @@ WARM_WAVES = 4
 
 @njit(cache=True)
 def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps, line, sec, sets, ways, w_base,
-            n_sm, budget, warm):
+            n_sm, budget, warm, blk_class):
     """(A sector hits, A sector reads, B sector hits, B sector reads) of a sectored LRU L1 (DESIGN section 4: a line
     allocated on a tag miss holds the sector read, the other sectors fill as read; any read renews the line) over
     sampled (wave, SM) pairs spread over the grid, every k-step of the wave in rounds (each slot one step: A
@@ -196,6 +197,7 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
     ctas = tiles_m * tiles_n
     tmv, tnv = _valid_blocks(tiles_m, tiles_n, swz, ctas)
     ksteps = dims[17] * dims[7] * dims[8] * ((dims[15] + tk - 1) // tk)
+    rs_n = dims[7] * dims[8]
     per_wave = sms * cps
     waves = (ctas + per_wave - 1) // per_wave
     used = min(sms, ctas)
@@ -213,6 +215,15 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
     reads = 0
     b_hits = 0
     b_reads = 0
+    # per class of channel blocks (``blk_class``: the layer's blocks, group by group, each its class; empty: one
+    # class), A's distinct lines a sweep of the taps reads (the CTA's sweeps past its first), and those of them
+    # that miss the L1 at some read of that sweep
+    ncls = 1
+    for x in blk_class:
+        ncls = max(ncls, x + 1)
+    sweep_read = np.zeros(ncls, np.int64)
+    sweep_missed = np.zeros(ncls, np.int64)
+    cbs = (dims[15] + tk - 1) // tk
     for order in range(1 << bits):
         # the lattice's points in bit-reversed order, so that the samples taken before the budget runs out
         # spread over the grid
@@ -241,6 +252,8 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
             slots += 1
         seq = np.empty(min((warm + 1) * ksteps * slots * per_step, 1 << 16), np.int64)   # sector ids, touch order
         is_a = np.empty(seq.shape[0], np.bool_)
+        blk_of = np.empty(seq.shape[0], np.int64)     # each touch's channel-block sweep ((gi, cb): step // (R S))
+        cls_of = np.empty(seq.shape[0], np.int64)     # and its block's class
         at = 0
         start = 0
         for wv in range(max(0, w0 - warm), w0 + 1):
@@ -259,7 +272,18 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
                         grown_a = np.empty(grown.shape[0], np.bool_)
                         grown_a[:at] = is_a[:at]
                         is_a = grown_a
+                        grown_b = np.empty(grown.shape[0], np.int64)
+                        grown_b[:at] = blk_of[:at]
+                        blk_of = grown_b
+                        grown_c = np.empty(grown.shape[0], np.int64)
+                        grown_c[:at] = cls_of[:at]
+                        cls_of = grown_c
+                    was = at
                     at = _touches(dims, tmv[v], tnv[v], st, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at)
+                    blk_of[was:at] = st // rs_n
+                    # the layer's block: the CTA column's first group (traces/KERNELS.md) + gi, channel block cb
+                    g_blk = ((tnv[v] * tn) // dims[16] + st // rs_n // cbs) * cbs + st // rs_n % cbs
+                    cls_of[was:at] = blk_class[g_blk] if g_blk < blk_class.shape[0] else 0
         spent += at
         lines = seq[:at] // spl
         # line ids: offsets into the span of A's lines and B's (a sample's tiles read compact ranges of x and w);
@@ -293,6 +317,8 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
         head = np.full(sets, -1, np.int64)
         tail = np.full(sets, -1, np.int64)
         held = np.zeros(sets, np.int64)
+        seen_blk = np.full(nid, -1, np.int64)       # the last sweep that read the line, and that missed it
+        miss_blk = np.full(nid, -1, np.int64)
         li = -1
         for pos in range(at):
             ln = lines[pos]
@@ -305,6 +331,14 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
                     li = span_a + ln - lo_b
             s_ = ln % sets
             bit = 1 << (seq[pos] % spl)
+            if pos >= start and is_a[pos] and blk_of[pos] >= 1:
+                bk = blk_of[pos]
+                if seen_blk[li] != bk:
+                    seen_blk[li] = bk
+                    sweep_read[cls_of[pos]] += 1
+                if (not resident[li] or (valid[li] & bit) == 0) and miss_blk[li] != bk:
+                    miss_blk[li] = bk
+                    sweep_missed[cls_of[pos]] += 1
             if resident[li]:
                 if pos >= start:
                     if is_a[pos]:
@@ -353,7 +387,7 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
                 head[s_] = li
                 held[s_] += 1
             valid[li] |= bit
-    return hits, reads, b_hits, b_reads
+    return hits, reads, b_hits, b_reads, sweep_missed, sweep_read
 
 
 _COMPILED = {"hits": _round_hits}
@@ -379,6 +413,20 @@ def b_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
         return _dgrad_share(layer, kernel, gpu, 1)
     args = _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
     return None if args is None else _table(*args, WARM_WAVES)[1]
+
+
+def sweep_miss_shares(geo, layer, kernel, gpu, cps, ways, sets):
+    """Counted on the layers `a_hit_share` counts (grouped ones are those that ask), per class of channel blocks
+    (`_counts_grouped.block_classes`): of A's distinct lines that a sweep of the filter taps (a channel block of a
+    group, k-steps ``step // (R S)``) reads on the SM, past its CTAs' first sweep, the share that misses the L1 at
+    some read of that sweep (-1 for a class no such sweep holds), or None (not counted). A line the last sweep's
+    final taps left in the L1 and this one's first taps re-read may stay there for the whole sweep; only those
+    that miss reach the L2, whose window between two sweeps' reads of a line holds that share of the busy tiles'
+    lines (`_grouped_model._l2_rereads`)."""
+    if geo.op == "dgrad":
+        return None
+    args = _counted_args(geo, layer, kernel, gpu, cps, ways, sets)
+    return None if args is None else _table(*args, 0)[2]
 
 
 def _dgrad_share(layer, kernel, gpu, operand):
@@ -418,10 +466,18 @@ def group_dims(layer, kernel):
 
 @functools.lru_cache(maxsize=2048)
 def _table(dims, tm, tn, tk, vec, threads, eb, swz, sms, cps, line, sec, sets, ways, w_base, warm):
-    """(A's, B's counted hit shares) with ``warm`` waves replayed before each sampled one."""
+    """(A's, B's counted hit shares, the share of A's distinct lines a sweep of the taps reads that miss the L1 at
+    some read of it, `sweep_miss_share`) with ``warm`` waves replayed before each sampled one."""
     tiles_m = -(-dims[0] * dims[5] * dims[6] // tm)
     tiles_n = -(-dims[4] // tn)
-    a_hits, a_reads, b_hits, b_reads = _COMPILED["hits"](
+    # the layer's channel blocks in `_grouped_model._window_lines`' classes (grouped layers; dense ones: one)
+    blk_class = block_class_index(dims[3], dims[15], tk, eb, line)[1] if dims[15] < dims[3] else _ONE_CLASS
+    a_hits, a_reads, b_hits, b_reads, swept_missed, swept = _COMPILED["hits"](
         np.array(dims, np.int64), tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps, line, sec, sets, ways,
-        w_base, SM_SAMPLES, TOUCH_BUDGET, warm)
-    return a_hits / a_reads if a_reads else None, b_hits / b_reads if b_reads else None
+        w_base, SM_SAMPLES, TOUCH_BUDGET, warm, blk_class)
+    shares = np.where(swept > 0, swept_missed / np.maximum(swept, 1), -1.0)
+    shares.setflags(write=False)
+    return a_hits / a_reads if a_reads else None, b_hits / b_reads if b_reads else None, shares
+
+
+_ONE_CLASS = np.zeros(0, np.int64)

@@ -24,7 +24,7 @@ from ._timeline import sorted_union
 # Numba's on-disk cache checks only this file's own time stamp, but its kernels compile in code from
 # _counts.py, _l2.py, _schedule.py and _timeline.py (and _wgrad calls _counts_grouped). tests/test_jit_deps.py checks this digest of them: updating the
 # digest after an edit there changes this file too, so no stale compiled kernel survives.
-_JIT_DEPS_SHA256 = "0325f3d1f9a90cbb"
+_JIT_DEPS_SHA256 = "71a73b5c5b5d5fb7"
 
 __all__ = ["pixel_reuse"]
 

@@ -153,13 +153,14 @@ def test_an_l2_reread_reaches_back_to_the_pixels_previous_l1_miss():
     cliff = (0.3, 0.0)
     by_dist = np.zeros((1, 10, 4))
 
-    def misses(big, reads, hit, tiles, first=1.0, later=()):
+    def misses(big, reads, hit, tiles, first=1.0, later=(), swept=()):
         by_class = np.array([[big, 0.0, reads, hit]])               # M, n, h a pixel and group step
         by_dist[0, 1] = (0.0, 0.0, big, big * 100.0)
         later_w = np.array([w for w, _ in later], np.float64)
         later_px = np.array([px for _, px in later], np.float64)
         return _window_misses(windows, periods, by_class, by_dist, 100.0 / 9, tiles / 1000.0, 1.0 / 1000.0,
-                              16.0, cliff, tabs, first, later_w, later_px, later_w, later_px)[0]
+                              16.0, cliff, tabs, first, later_w, later_px, later_w, later_px,
+                              np.array(swept, np.float64))[0]
 
     def p(x):
         return l2_miss_prob(x, 16.0, cliff)
@@ -170,6 +171,13 @@ def test_an_l2_reread_reaches_back_to_the_pixels_previous_l1_miss():
     # every pixel misses once in 10 reads (M = h = 1): the read before always hit, the window is a group step's
     # 4,000 missing pixels, 4 L2s
     assert misses(1.0, 10.0, 1.0, 4.0) == pytest.approx(p(4.0))
+    # the same, with the replay's count (`_l1_rounds.sweep_miss_shares`) that a fifth of a sweep's lines miss the
+    # L1 at all: the others stay in it from the last group step, and the window holds the 800 that reach the L2
+    # (a count below the pairs' own share h = 1)
+    assert misses(1.0, 10.0, 1.0, 4.0, swept=[0.2]) == pytest.approx(p(0.8))
+    assert misses(1.0, 10.0, 1.0, 4.0, swept=[-1.0]) == pytest.approx(p(4.0))        # a class with no count
+    # a count above the pairs' own share leaves the window as they say
+    assert misses(1.0, 10.0, 0.5, 4.0, swept=[0.9]) == pytest.approx(misses(1.0, 10.0, 0.5, 4.0))
     # the same misses on a tenth of the pixels (h = 0.1), at every read: the read before missed too, the
     # window is the tap's 100 pixels x 4 tiles, and they hit
     assert misses(1.0, 10.0, 0.1, 4.0) < 0.01

@@ -31,7 +31,7 @@ JIT_DEPENDENCIES = {
     "analytic._grouped_model": ["analytic/_counts.py", "analytic/_counts_grouped.py", "analytic/_grouped_rereads.py",
                                 "analytic/_grouped_returns.py", "analytic/_l1_rounds.py", "analytic/_l2.py",
                                 "analytic/_readers.py", "analytic/_schedule.py", "analytic/_stores.py"],
-    "analytic._l1_rounds": ["analytic/_l1_sampled.py"],
+    "analytic._l1_rounds": ["analytic/_l1_sampled.py", "analytic/_counts_grouped.py"],
     "analytic._readers": ["analytic/_reuse.py"],
     "analytic._grouped_returns": ["analytic/_counts.py", "analytic/_schedule.py"],
     "analytic._grouped_rereads": ["analytic/_counts.py"],

@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings, strategies as st
 import analytic
 import simcore
 import traces
+from analytic._counts_grouped import block_classes
 from analytic._l1_rounds import _COMPILED, a_hit_share, group_dims
 from simcore import metrics as M
 from tests.naive_stream import naive_stream
@@ -31,9 +32,11 @@ def lru_read(lines, line, sector, ways):
 
 
 def naive_wave_hits(layer, gpu, kernel, warm=0):
-    """(A sector hits, A sector reads, B sector hits, B sector reads) over every SM and wave of the naive stream:
-    each (SM, wave) from a cold L1 that first replays the SM's ``warm`` waves before (a wave's CTAs are those that
-    start in one round; the SMs' waves start together), counting the wave's own reads only."""
+    """(A sector hits, A sector reads, B sector hits, B sector reads, A's lines a sweep of the taps misses, A's lines
+    a sweep reads) over every SM and wave of the naive stream: each (SM, wave) from a cold L1 that first replays
+    the SM's ``warm`` waves before (a wave's CTAs are those that start in one round; the SMs' waves start together),
+    counting the wave's own reads only; a sweep is a k-step // (R S), its lines counted once a sweep and (SM, wave)
+    past the first sweep, missed where some read of a sector of the line in it misses."""
     cfg = kernel.l1_config(gpu)
     sets = cfg.size_bytes // (cfg.ways * cfg.line_bytes)
     start = {}
@@ -42,19 +45,25 @@ def naive_wave_hits(layer, gpu, kernel, warm=0):
         start.setdefault(cta, rnd)
     wave_of = {rnd: i for i, rnd in enumerate(sorted(set(start.values())))}
     touches = collections.defaultdict(list)          # (SM, wave) -> (operand, sector address) in stream order
-    for _rnd, sm, cta, op, _kind, _step, secs in stream:
-        touches[(sm, wave_of[start[cta]])].extend((op, addr) for addr in secs)
+    for _rnd, sm, cta, op, _kind, step, secs in stream:
+        touches[(sm, wave_of[start[cta]])].extend((op, addr, step) for addr in secs)
     counts = [0, 0, 0, 0]
+    swept, swept_missed = set(), set()          # (SM, wave, sweep, line): A's lines a sweep reads, and misses
     for sm, wave in touches:
         cache = [collections.OrderedDict() for _ in range(sets)]
         for w in range(max(0, wave - warm), wave + 1):
-            for op, addr in touches.get((sm, w), ()):
+            for op, addr, step in touches.get((sm, w), ()):
                 line, sector = addr // cfg.line_bytes, (addr % cfg.line_bytes) // cfg.sector_bytes
                 hit = lru_read(cache[line % sets], line, sector, cfg.ways)
                 if w == wave:
                     counts[2 * op] += hit
                     counts[2 * op + 1] += 1
-    return tuple(counts)
+                    sweep = step // (layer.r * layer.s)
+                    if op == 0 and sweep >= 1:
+                        swept.add((sm, wave, sweep, line))
+                        if not hit:
+                            swept_missed.add((sm, wave, sweep, line))
+    return tuple(counts) + (len(swept_missed), len(swept))
 
 
 def counted_hits(layer, gpu, kernel, samples, warm=0):
@@ -65,10 +74,13 @@ def counted_hits(layer, gpu, kernel, samples, warm=0):
                      *layer.stride, *layer.pad, *layer.dilation, *group_dims(layer, kernel)), np.int64)
     tiles_m = -(-layer.n * layer.p * layer.q // kernel.tile_m)
     tiles_n = -(-layer.k // kernel.tile_n)
-    return _COMPILED["hits"](dims, kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.vector, kernel.threads,
-                             kernel.elem_bytes, tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, cps, gpu.line_bytes,
-                             gpu.sector_bytes, sets, cfg.ways, traces.tensor_bases(layer, kernel)[1], samples,
-                             10 ** 12, warm)
+    classes = block_classes(layer, kernel, gpu.line_bytes)[1] if layer.groups > 1 else np.zeros(0, np.int64)
+    got = _COMPILED["hits"](dims, kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.vector, kernel.threads,
+                            kernel.elem_bytes, tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, cps, gpu.line_bytes,
+                            gpu.sector_bytes, sets, cfg.ways, traces.tensor_bases(layer, kernel)[1], samples,
+                            10 ** 12, warm, classes)
+    # the sweeps' lines summed over the classes of channel blocks
+    return tuple(got[:4]) + (int(got[4].sum()), int(got[5].sum()))
 
 
 def build_case(layer_kw, kernel_kw, sms, l1):
