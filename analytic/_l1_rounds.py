@@ -252,8 +252,8 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
             slots += 1
         seq = np.empty(min((warm + 1) * ksteps * slots * per_step, 1 << 16), np.int64)   # sector ids, touch order
         is_a = np.empty(seq.shape[0], np.bool_)
-        blk_of = np.empty(seq.shape[0], np.int64)     # each touch's channel-block sweep ((gi, cb): step // (R S))
-        cls_of = np.empty(seq.shape[0], np.int64)     # and its block's class
+        # each touch's channel-block sweep ((gi, cb): step // (R S)) and its block's class, as sweep x ncls + class
+        sweep_of = np.empty(seq.shape[0], np.int64)
         at = 0
         start = 0
         for wv in range(max(0, w0 - warm), w0 + 1):
@@ -272,18 +272,15 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
                         grown_a = np.empty(grown.shape[0], np.bool_)
                         grown_a[:at] = is_a[:at]
                         is_a = grown_a
-                        grown_b = np.empty(grown.shape[0], np.int64)
-                        grown_b[:at] = blk_of[:at]
-                        blk_of = grown_b
-                        grown_c = np.empty(grown.shape[0], np.int64)
-                        grown_c[:at] = cls_of[:at]
-                        cls_of = grown_c
+                        grown_s = np.empty(grown.shape[0], np.int64)
+                        grown_s[:at] = sweep_of[:at]
+                        sweep_of = grown_s
                     was = at
                     at = _touches(dims, tmv[v], tnv[v], st, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at)
-                    blk_of[was:at] = st // rs_n
                     # the layer's block: the CTA column's first group (traces/KERNELS.md) + gi, channel block cb
-                    g_blk = ((tnv[v] * tn) // dims[16] + st // rs_n // cbs) * cbs + st // rs_n % cbs
-                    cls_of[was:at] = blk_class[g_blk] if g_blk < blk_class.shape[0] else 0
+                    blk = st // rs_n
+                    g_blk = ((tnv[v] * tn) // dims[16] + blk // cbs) * cbs + blk % cbs
+                    sweep_of[was:at] = blk * ncls + (blk_class[g_blk] if g_blk < blk_class.shape[0] else 0)
         spent += at
         lines = seq[:at] // spl
         # line ids: offsets into the span of A's lines and B's (a sample's tiles read compact ranges of x and w);
@@ -331,14 +328,14 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
                     li = span_a + ln - lo_b
             s_ = ln % sets
             bit = 1 << (seq[pos] % spl)
-            if pos >= start and is_a[pos] and blk_of[pos] >= 1:
-                bk = blk_of[pos]
+            if pos >= start and is_a[pos] and sweep_of[pos] >= ncls:      # past the CTA's first sweep
+                bk, cl = sweep_of[pos] // ncls, sweep_of[pos] % ncls
                 if seen_blk[li] != bk:
                     seen_blk[li] = bk
-                    sweep_read[cls_of[pos]] += 1
+                    sweep_read[cl] += 1
                 if (not resident[li] or (valid[li] & bit) == 0) and miss_blk[li] != bk:
                     miss_blk[li] = bk
-                    sweep_missed[cls_of[pos]] += 1
+                    sweep_missed[cl] += 1
             if resident[li]:
                 if pos >= start:
                     if is_a[pos]:
