@@ -47,10 +47,11 @@ from simcore._jit import njit
 
 from ._counts_grouped import block_class_index
 from ._l1_sampled import dgrad_hit_shares
+from ._threads import in_order
 
 # Numba's on-disk cache checks only this file's own time stamp; tests/test_jit_deps.py lists every kernel module this
 # one imports from (`_l1_sampled`, called from Python here): this digest of it changes this file with it
-_JIT_DEPS_SHA256 = "a9a297b75970c929"
+_JIT_DEPS_SHA256 = "fe6edb6105ae5aeb"
 
 #: (wave, SM) samples: at most SM_SAMPLES, at least MIN_SAMPLES, no more once TOUCH_BUDGET sector touches are
 #: replayed. Measured against the simulated A hit share (66 #13, 1 #138, 62 #52, 64 #100, 4 #81, 6 #53, 2 #280,
@@ -76,17 +77,10 @@ WARM_WAVES = 4
 
 
 @njit(cache=True)
-def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps, line, sec, sets, ways, w_base,
-            n_sm, budget, warm, blk_class):
-    """(A sector hits, A sector reads, B sector hits, B sector reads) of a sectored LRU L1 (DESIGN section 4: a line
-    allocated on a tag miss holds the sector read, the other sectors fill as read; any read renews the line) over
-    sampled (wave, SM) pairs spread over the grid, every k-step of the wave in rounds (each slot one step: A
-    requests, then B requests), from a cold L1 that first replays the SM's ``warm`` waves before (not counted);
-    ``n_sm`` samples at most, and no more once ``budget`` touches are replayed (at least `MIN_SAMPLES`).
-    Self-contained (called through `_COMPILED`)."""
-    # helpers defined inside: the kernel calls no other kernel, so `_COMPILED` compiles it whole even while
-    # `_tiers` runs the model's kernels interpreted (their module globals are then Python functions: a helper at
-    # module level failed to type there)
+def _round_plan(dims, tm, tiles_m, tiles_n, swz, sms, cps, n_sm):
+    """(tile_m, tile_n of each valid block in block order; the samples (wave, SM, the wave's first block on the SM)
+    of `_round_hits`, in its order): at most ``n_sm`` (wave, SM) pairs spread evenly over the grid, in bit-reversed
+    order so that those taken before the budget runs out spread over it. Self-contained (`_COMPILED`)."""
     def _valid_blocks(tiles_m, tiles_n, swz, need):
         """(tile_m, tile_n) of the first ``need`` valid blocks in block order (`_schedule.tile_of`)."""
         tmv = np.empty(need, np.int64)
@@ -106,6 +100,53 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
             b += 1
         return tmv, tnv
 
+    ctas = tiles_m * tiles_n
+    tmv, tnv = _valid_blocks(tiles_m, tiles_n, swz, ctas)
+    per_wave = sms * cps
+    waves = (ctas + per_wave - 1) // per_wave
+    used = min(sms, ctas)
+    nsm = max(1, min(n_sm, waves * used))
+    bits = 0
+    while (1 << bits) < nsm:
+        bits += 1
+    cand = np.empty((nsm, 3), np.int64)
+    nc = 0
+    for order in range(1 << bits):
+        # the lattice's points in bit-reversed order
+        i = 0
+        for b_ in range(bits):
+            if order & (1 << b_):
+                i |= 1 << (bits - 1 - b_)
+        if i >= nsm:
+            continue
+        # the i-th sample: a wave and an SM spread over the grid (waves run in step: wave w's valid blocks
+        # w per_wave + sm + j sms on SM sm)
+        # (SMs evenly spaced, shifted by the golden ratio from one wave to the next: an SM index proportional to i
+        # alone follows a diagonal of the grid, and 64 #100's image boundaries put the rare hitting SMs of its
+        # missing waves on one: 0.56 of A's reads hit over 64 samples, 0.45 simulated)
+        pos = (i * waves * used) // nsm             # evenly spaced over the (wave, SM) pairs, wave-major
+        w0 = pos // used
+        sm = (pos % used + int((w0 * 0.6180339887498949) % 1.0 * used)) % used
+        base = w0 * per_wave + sm
+        if base >= ctas:                # an SM the partial last wave leaves idle
+            continue
+        cand[nc, 0] = w0
+        cand[nc, 1] = sm
+        cand[nc, 2] = base
+        nc += 1
+    return tmv, tnv, cand[:nc]
+
+
+@njit(cache=True, nogil=True)
+def _sample_hits(dims, tmv, tnv, w0, sm, base, tm, tn, tk, vec, threads, eb, sms, cps, line, sec, sets, ways, w_base,
+                 warm, blk_class):
+    """One (wave, SM) sample of `_round_hits`: (A sector hits, A sector reads, B sector hits, B sector reads, the
+    touches replayed, per class of channel blocks the sweeps' lines missed and read), every k-step of wave ``w0``
+    on SM ``sm`` (its first block ``base``) in rounds from a cold L1 that first replays the SM's ``warm`` waves
+    before. Self-contained and free of the GIL (`_round_hits` runs samples on threads)."""
+    # helpers defined inside: the kernel calls no other kernel, so `_COMPILED` compiles it whole even while
+    # `_tiers` runs the model's kernels interpreted (their module globals are then Python functions: a helper at
+    # module level failed to type there)
     def _touches(dims, tile_m, tile_n, step, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at):
         """Append one CTA's k-step ``step`` sector touches to ``seq`` (sector ids) and ``is_a`` from ``at``: its A
         requests, then its B requests, warp by warp, each request's distinct sectors ascending (DESIGN section 3).
@@ -194,19 +235,10 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
                             at += 1
         return at
 
-    ctas = tiles_m * tiles_n
-    tmv, tnv = _valid_blocks(tiles_m, tiles_n, swz, ctas)
+    ctas = tmv.shape[0]
     ksteps = dims[17] * dims[7] * dims[8] * ((dims[15] + tk - 1) // tk)
     rs_n = dims[7] * dims[8]
     per_wave = sms * cps
-    waves = (ctas + per_wave - 1) // per_wave
-    used = min(sms, ctas)
-    nsm = max(1, min(n_sm, waves * used))
-    bits = 0
-    while (1 << bits) < nsm:
-        bits += 1
-    spent = 0
-    done = 0
     # a CTA's k-step touches at most its rows' chunks of tk elements (each at most ceil(tk eb / sec) + 1 sectors),
     # plus one where a warp request ends inside a row
     per_step = (tm + tn) * ((tk * eb + sec - 1) // sec + 1) + (threads // 32) * ((tm + tn) // (threads // (tk // vec)))
@@ -224,170 +256,180 @@ def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, 
     sweep_read = np.zeros(ncls, np.int64)
     sweep_missed = np.zeros(ncls, np.int64)
     cbs = (dims[15] + tk - 1) // tk
-    for order in range(1 << bits):
-        # the lattice's points in bit-reversed order, so that the samples taken before the budget runs out
-        # spread over the grid
-        i = 0
-        for b_ in range(bits):
-            if order & (1 << b_):
-                i |= 1 << (bits - 1 - b_)
-        if i >= nsm:
-            continue
-        if done >= MIN_SAMPLES and spent >= budget:
-            break
-        # the i-th sample: a wave and an SM spread over the grid (waves run in step: wave w's valid blocks
-        # w per_wave + sm + j sms on SM sm)
-        # (SMs evenly spaced, shifted by the golden ratio from one wave to the next: an SM index proportional to i
-        # alone follows a diagonal of the grid, and 64 #100's image boundaries put the rare hitting SMs of its
-        # missing waves on one: 0.56 of A's reads hit over 64 samples, 0.45 simulated)
-        pos = (i * waves * used) // nsm             # evenly spaced over the (wave, SM) pairs, wave-major
-        w0 = pos // used
-        sm = (pos % used + int((w0 * 0.6180339887498949) % 1.0 * used)) % used
-        base = w0 * per_wave + sm
-        if base >= ctas:                # an SM the partial last wave leaves idle
-            continue
-        done += 1
-        slots = 0
-        while slots < cps and base + slots * sms < ctas:
-            slots += 1
-        seq = np.empty(min((warm + 1) * ksteps * slots * per_step, 1 << 16), np.int64)   # sector ids, touch order
-        is_a = np.empty(seq.shape[0], np.bool_)
-        # each touch's channel-block sweep ((gi, cb): step // (R S)) and its block's class, as sweep x ncls + class
-        sweep_of = np.empty(seq.shape[0], np.int64)
-        at = 0
-        start = 0
-        for wv in range(max(0, w0 - warm), w0 + 1):
-            bw = wv * per_wave + sm
-            if wv == w0:
-                start = at                  # the earlier waves warm the L1, this one is counted
-            for st in range(ksteps):
-                for j in range(cps):
-                    v = bw + j * sms
-                    if v >= ctas:
-                        break
-                    if at + per_step > seq.shape[0]:            # grown as needed
-                        grown = np.empty(2 * seq.shape[0] + per_step, np.int64)
-                        grown[:at] = seq[:at]
-                        seq = grown
-                        grown_a = np.empty(grown.shape[0], np.bool_)
-                        grown_a[:at] = is_a[:at]
-                        is_a = grown_a
-                        grown_s = np.empty(grown.shape[0], np.int64)
-                        grown_s[:at] = sweep_of[:at]
-                        sweep_of = grown_s
-                    was = at
-                    at = _touches(dims, tmv[v], tnv[v], st, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at)
-                    # the layer's block: the CTA column's first group (traces/KERNELS.md) + gi, channel block cb
-                    blk = st // rs_n
-                    g_blk = ((tnv[v] * tn) // dims[16] + blk // cbs) * cbs + blk % cbs
-                    sweep_of[was:at] = blk * ncls + (blk_class[g_blk] if g_blk < blk_class.shape[0] else 0)
-        spent += at
-        lines = seq[:at] // spl
-        # line ids: offsets into the span of A's lines and B's (a sample's tiles read compact ranges of x and w);
-        # sorted distinct lines where the spans are wide. Measured: np.unique and a binary search a touch took over
-        # half the count's time (11 layers, development VM: 3.6 -> 1.55 s)
-        lo_a = lo_b = np.int64(1) << 62
-        hi_a = hi_b = -1
-        for pos in range(at):
-            if is_a[pos]:
-                lo_a = min(lo_a, lines[pos])
-                hi_a = max(hi_a, lines[pos])
-            else:
-                lo_b = min(lo_b, lines[pos])
-                hi_b = max(hi_b, lines[pos])
-        span_a = max(0, hi_a - lo_a + 1)
-        span_b = max(0, hi_b - lo_b + 1)
-        direct = span_a + span_b <= 8 * at + 1024 and (hi_a < lo_b or hi_b < lo_a)
-        if direct:
-            nid = span_a + span_b
-            ids = np.empty(0, np.int64)
+    slots = 0
+    while slots < cps and base + slots * sms < ctas:
+        slots += 1
+    seq = np.empty(min((warm + 1) * ksteps * slots * per_step, 1 << 16), np.int64)   # sector ids, touch order
+    is_a = np.empty(seq.shape[0], np.bool_)
+    # each touch's channel-block sweep ((gi, cb): step // (R S)) and its block's class, as sweep x ncls + class
+    sweep_of = np.empty(seq.shape[0], np.int64)
+    at = 0
+    start = 0
+    for wv in range(max(0, w0 - warm), w0 + 1):
+        bw = wv * per_wave + sm
+        if wv == w0:
+            start = at                  # the earlier waves warm the L1, this one is counted
+        for st in range(ksteps):
+            for j in range(cps):
+                v = bw + j * sms
+                if v >= ctas:
+                    break
+                if at + per_step > seq.shape[0]:            # grown as needed
+                    grown = np.empty(2 * seq.shape[0] + per_step, np.int64)
+                    grown[:at] = seq[:at]
+                    seq = grown
+                    grown_a = np.empty(grown.shape[0], np.bool_)
+                    grown_a[:at] = is_a[:at]
+                    is_a = grown_a
+                    grown_s = np.empty(grown.shape[0], np.int64)
+                    grown_s[:at] = sweep_of[:at]
+                    sweep_of = grown_s
+                was = at
+                at = _touches(dims, tmv[v], tnv[v], st, tm, tn, tk, vec, threads, eb, sec, w_base, seq, is_a, at)
+                # the layer's block: the CTA column's first group (traces/KERNELS.md) + gi, channel block cb
+                blk = st // rs_n
+                g_blk = ((tnv[v] * tn) // dims[16] + blk // cbs) * cbs + blk % cbs
+                sweep_of[was:at] = blk * ncls + (blk_class[g_blk] if g_blk < blk_class.shape[0] else 0)
+    lines = seq[:at] // spl
+    # line ids: offsets into the span of A's lines and B's (a sample's tiles read compact ranges of x and w);
+    # sorted distinct lines where the spans are wide. Measured: np.unique and a binary search a touch took over
+    # half the count's time (11 layers, development VM: 3.6 -> 1.55 s)
+    lo_a = lo_b = np.int64(1) << 62
+    hi_a = hi_b = -1
+    for pos in range(at):
+        if is_a[pos]:
+            lo_a = min(lo_a, lines[pos])
+            hi_a = max(hi_a, lines[pos])
         else:
-            ids = np.unique(lines)
-            nid = ids.shape[0]
-        # a sectored LRU a set: its resident lines in a doubly linked list, most recent first (a line whose LRU
-        # distance is below the ways is in the list). Measured on 11 layers (development VM), with the requests
-        # row by row: 11.2 -> 3.6 s against the Fenwick tree of LRU distances it replaced; the same hits
-        prv = np.empty(nid, np.int64)
-        nxt = np.empty(nid, np.int64)
-        resident = np.zeros(nid, np.bool_)
-        valid = np.zeros(nid, np.int64)        # sector bits of a resident line
-        head = np.full(sets, -1, np.int64)
-        tail = np.full(sets, -1, np.int64)
-        held = np.zeros(sets, np.int64)
-        seen_blk = np.full(nid, -1, np.int64)       # the last sweep that read the line, and that missed it
-        miss_blk = np.full(nid, -1, np.int64)
-        li = -1
-        for pos in range(at):
-            ln = lines[pos]
-            if pos == 0 or ln != lines[pos - 1]:
-                if not direct:
-                    li = np.searchsorted(ids, ln)
-                elif is_a[pos]:
-                    li = ln - lo_a
-                else:
-                    li = span_a + ln - lo_b
-            s_ = ln % sets
-            bit = 1 << (seq[pos] % spl)
-            if pos >= start and is_a[pos] and sweep_of[pos] >= ncls:      # past the CTA's first sweep
-                bk, cl = sweep_of[pos] // ncls, sweep_of[pos] % ncls
-                if seen_blk[li] != bk:
-                    seen_blk[li] = bk
-                    sweep_read[cl] += 1
-                if (not resident[li] or (valid[li] & bit) == 0) and miss_blk[li] != bk:
-                    miss_blk[li] = bk
-                    sweep_missed[cl] += 1
-            if resident[li]:
-                if pos >= start:
-                    if is_a[pos]:
-                        reads += 1
-                        if (valid[li] & bit) != 0:
-                            hits += 1
-                    else:
-                        b_reads += 1
-                        if (valid[li] & bit) != 0:
-                            b_hits += 1
-                if head[s_] != li:                  # to the front
-                    a_ = prv[li]
-                    b_ = nxt[li]
-                    nxt[a_] = b_
-                    if b_ >= 0:
-                        prv[b_] = a_
-                    else:
-                        tail[s_] = a_
-                    prv[li] = -1
-                    nxt[li] = head[s_]
-                    prv[head[s_]] = li
-                    head[s_] = li
+            lo_b = min(lo_b, lines[pos])
+            hi_b = max(hi_b, lines[pos])
+    span_a = max(0, hi_a - lo_a + 1)
+    span_b = max(0, hi_b - lo_b + 1)
+    direct = span_a + span_b <= 8 * at + 1024 and (hi_a < lo_b or hi_b < lo_a)
+    if direct:
+        nid = span_a + span_b
+        ids = np.empty(0, np.int64)
+    else:
+        ids = np.unique(lines)
+        nid = ids.shape[0]
+    # a sectored LRU a set: its resident lines in a doubly linked list, most recent first (a line whose LRU
+    # distance is below the ways is in the list). Measured on 11 layers (development VM), with the requests
+    # row by row: 11.2 -> 3.6 s against the Fenwick tree of LRU distances it replaced; the same hits
+    prv = np.empty(nid, np.int64)
+    nxt = np.empty(nid, np.int64)
+    resident = np.zeros(nid, np.bool_)
+    valid = np.zeros(nid, np.int64)        # sector bits of a resident line
+    head = np.full(sets, -1, np.int64)
+    tail = np.full(sets, -1, np.int64)
+    held = np.zeros(sets, np.int64)
+    seen_blk = np.full(nid, -1, np.int64)       # the last sweep that read the line, and that missed it
+    miss_blk = np.full(nid, -1, np.int64)
+    li = -1
+    for pos in range(at):
+        ln = lines[pos]
+        if pos == 0 or ln != lines[pos - 1]:
+            if not direct:
+                li = np.searchsorted(ids, ln)
+            elif is_a[pos]:
+                li = ln - lo_a
             else:
-                if pos >= start:
-                    if is_a[pos]:
-                        reads += 1
-                    else:
-                        b_reads += 1
-                if held[s_] == ways:                # evict the set's least recent line
-                    ev = tail[s_]
-                    resident[ev] = False
-                    tail[s_] = prv[ev]
-                    if tail[s_] >= 0:
-                        nxt[tail[s_]] = -1
-                    else:
-                        head[s_] = -1
-                    held[s_] -= 1
-                resident[li] = True
-                valid[li] = 0
+                li = span_a + ln - lo_b
+        s_ = ln % sets
+        bit = 1 << (seq[pos] % spl)
+        if pos >= start and is_a[pos] and sweep_of[pos] >= ncls:      # past the CTA's first sweep
+            bk, cl = sweep_of[pos] // ncls, sweep_of[pos] % ncls
+            if seen_blk[li] != bk:
+                seen_blk[li] = bk
+                sweep_read[cl] += 1
+            if (not resident[li] or (valid[li] & bit) == 0) and miss_blk[li] != bk:
+                miss_blk[li] = bk
+                sweep_missed[cl] += 1
+        if resident[li]:
+            if pos >= start:
+                if is_a[pos]:
+                    reads += 1
+                    if (valid[li] & bit) != 0:
+                        hits += 1
+                else:
+                    b_reads += 1
+                    if (valid[li] & bit) != 0:
+                        b_hits += 1
+            if head[s_] != li:                  # to the front
+                a_ = prv[li]
+                b_ = nxt[li]
+                nxt[a_] = b_
+                if b_ >= 0:
+                    prv[b_] = a_
+                else:
+                    tail[s_] = a_
                 prv[li] = -1
                 nxt[li] = head[s_]
-                if head[s_] >= 0:
-                    prv[head[s_]] = li
-                else:
-                    tail[s_] = li
+                prv[head[s_]] = li
                 head[s_] = li
-                held[s_] += 1
-            valid[li] |= bit
-    return hits, reads, b_hits, b_reads, sweep_missed, sweep_read
+        else:
+            if pos >= start:
+                if is_a[pos]:
+                    reads += 1
+                else:
+                    b_reads += 1
+            if held[s_] == ways:                # evict the set's least recent line
+                ev = tail[s_]
+                resident[ev] = False
+                tail[s_] = prv[ev]
+                if tail[s_] >= 0:
+                    nxt[tail[s_]] = -1
+                else:
+                    head[s_] = -1
+                held[s_] -= 1
+            resident[li] = True
+            valid[li] = 0
+            prv[li] = -1
+            nxt[li] = head[s_]
+            if head[s_] >= 0:
+                prv[head[s_]] = li
+            else:
+                tail[s_] = li
+            head[s_] = li
+            held[s_] += 1
+        valid[li] |= bit
+    return hits, reads, b_hits, b_reads, at, sweep_missed, sweep_read
 
 
-_COMPILED = {"hits": _round_hits}
+def _round_hits(dims, tm, tn, tk, vec, threads, eb, tiles_m, tiles_n, swz, sms, cps, line, sec, sets, ways, w_base,
+                n_sm, budget, warm, blk_class):
+    """(A sector hits, A sector reads, B sector hits, B sector reads, per class of channel blocks the sweeps' lines
+    missed and read) of a sectored LRU L1 (DESIGN section 4: a line allocated on a tag miss holds the sector read,
+    the other sectors fill as read; any read renews the line) over sampled (wave, SM) pairs spread over the grid
+    (`_round_plan`), every k-step of the wave in rounds (each slot one step: A requests, then B requests), from a
+    cold L1 that first replays the SM's ``warm`` waves before (not counted; `_sample_hits`); ``n_sm`` samples at
+    most, and no more once ``budget`` touches are replayed (at least `MIN_SAMPLES`), taken in the plan's order.
+    The samples are independent, so they run on threads (`_threads.in_order`: a network's first prediction on a
+    GPU is mostly these replays, a grouped layer's two of 0.3-0.45 s each on one thread; measured on the 2-core
+    development VM, the model's kernels loaded: mobilenet_v2 batch 16 on a v100 8.28 -> 5.73 s, efficientnet_b0
+    batch 8 on an a100 9.09 -> 6.81 s); those run past the budget's end are dropped: the counts are one thread's."""
+    tmv, tnv, cand = _COMPILED["plan"](dims, tm, tiles_m, tiles_n, swz, sms, cps, n_sm)
+    ncls = int(blk_class.max()) + 1 if blk_class.shape[0] else 1
+    sweep_missed = np.zeros(ncls, np.int64)
+    sweep_read = np.zeros(ncls, np.int64)
+    totals = [0, 0, 0, 0]
+    spent = done = 0
+
+    def one(row):
+        return _COMPILED["sample"](dims, tmv, tnv, int(row[0]), int(row[1]), int(row[2]), tm, tn, tk, vec, threads, eb,
+                                   sms, cps, line, sec, sets, ways, w_base, warm, blk_class)
+
+    for got in in_order(one, cand, lambda: done >= MIN_SAMPLES and spent >= budget):
+        for k in range(4):
+            totals[k] += got[k]
+        spent += got[4]
+        done += 1
+        sweep_missed += got[5]
+        sweep_read += got[6]
+    return totals[0], totals[1], totals[2], totals[3], sweep_missed, sweep_read
+
+
+_COMPILED = {"hits": _round_hits, "plan": _round_plan, "sample": _sample_hits}
+
 
 
 def a_hit_share(geo, layer, kernel, gpu, cps, ways, sets):
