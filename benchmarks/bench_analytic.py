@@ -14,8 +14,10 @@ workload has 48 over its three GPUs, 0.6-0.7 s in all), which a study pays once 
 windows' set tables of the layers whose later waves re-read A near the L2's capacity
 (`analytic._refetch_window`, 10-110 ms a layer shape and GPU), which a study pays once per layer and GPU, and
 dgrad's L1 hits counted on its own request stream (`analytic._l1_sampled`, 0.05-0.5 s a layer shape, kernel and
-GPU: the dgrad workload's first pass 3.4 -> 69.5 s on the twenty-first session's VM) (the "first pass" line times
-the warm-up). Each timed pass
+GPU: the dgrad workload's first pass 3.4 -> 69.5 s on the twenty-first session's VM), whose samples run on
+Numba's thread count since the twenty-fourth session (`analytic._threads`; 2-core VM, the same run alternating with
+the code before: dgrad first pass 151.3 -> 82.9 s, grouped 103.1 -> 71.9 s) (the "first pass" line times the
+warm-up). Each timed pass
 over the workload starts with the model's memo of GPU-independent figures cleared (`analytic._memo`):
 within a pass the three GPUs share each layer's exact counts and geometry, as a user's study of a
 network on three GPUs does, and so do a network's layers of one shape (the memo is keyed by shape:
