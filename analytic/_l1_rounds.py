@@ -51,7 +51,7 @@ from ._threads import in_order
 
 # Numba's on-disk cache checks only this file's own time stamp; tests/test_jit_deps.py lists every kernel module this
 # one imports from (`_l1_sampled`, called from Python here): this digest of it changes this file with it
-_JIT_DEPS_SHA256 = "fe6edb6105ae5aeb"
+_JIT_DEPS_SHA256 = "0e11024dc51edc01"
 
 #: (wave, SM) samples: at most SM_SAMPLES, at least MIN_SAMPLES, no more once TOUCH_BUDGET sector touches are
 #: replayed. Measured against the simulated A hit share (66 #13, 1 #138, 62 #52, 64 #100, 4 #81, 6 #53, 2 #280,

@@ -266,13 +266,14 @@ def _count(layer, kernel, gpu):
     sector_shift = l1.sector_bytes.bit_length() - 1
 
     geo = _geometry(l1)
+    sector_mask = l1.line_bytes // l1.sector_bytes - 1
 
     def run(samples, warm, budget, least):
         warm_rounds, count_rounds = int(round(warm)), max(1, int(round(count)))
         if _threads.sample_threads() < 2 or samples.shape[0] < 2:
             return _COMPILED["replay"](
                 prm, gen.maps, gen.rows, gen.scratch, bufs[6], bufs[7], bufs[8], blk, place, sm_start, order, samples,
-                bank, geo, line_shift, sector_shift, l1.line_bytes // l1.sector_bytes - 1, warm_rounds, count_rounds,
+                bank, geo, line_shift, sector_shift, sector_mask, warm_rounds, count_rounds,
                 budget, least)[:4]
         # one sample a call on threads, each thread its own stream state and L1 (each sample starts from an empty
         # cache and its slots' CTAs restart their rows), taken in order while the rule holds: one thread's counts.
@@ -287,7 +288,7 @@ def _count(layer, kernel, gpu):
             mine, buf, own_bank = own
             return _COMPILED["replay"](
                 prm, mine.maps, mine.rows, mine.scratch, buf[6], buf[7], buf[8], blk, place, sm_start, order,
-                samples[i:i + 1], own_bank, geo, line_shift, sector_shift, l1.line_bytes // l1.sector_bytes - 1,
+                samples[i:i + 1], own_bank, geo, line_shift, sector_shift, sector_mask,
                 warm_rounds, count_rounds, 1 << 62, 1)
 
         totals = [0, 0, 0, 0]

@@ -66,7 +66,9 @@ def naive_wave_hits(layer, gpu, kernel, warm=0):
     return tuple(counts) + (len(swept_missed), len(swept))
 
 
-def counted_hits(layer, gpu, kernel, samples, warm=0):
+def round_args(layer, gpu, kernel):
+    """`_round_hits`' arguments up to the samples: the layer's dims, the kernel's tile and map, the grid, the SM and
+    its L1's sets and ways, and w's base."""
     cfg = kernel.l1_config(gpu)
     sets = cfg.size_bytes // (cfg.ways * cfg.line_bytes)
     cps = kernel.ctas_per_sm or kernel.resident_ctas(gpu)
@@ -74,11 +76,14 @@ def counted_hits(layer, gpu, kernel, samples, warm=0):
                      *layer.stride, *layer.pad, *layer.dilation, *group_dims(layer, kernel)), np.int64)
     tiles_m = -(-layer.n * layer.p * layer.q // kernel.tile_m)
     tiles_n = -(-layer.k // kernel.tile_n)
+    return (dims, kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.vector, kernel.threads, kernel.elem_bytes,
+            tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, cps, gpu.line_bytes, gpu.sector_bytes, sets, cfg.ways,
+            traces.tensor_bases(layer, kernel)[1])
+
+
+def counted_hits(layer, gpu, kernel, samples, warm=0):
     classes = block_classes(layer, kernel, gpu.line_bytes)[1] if layer.groups > 1 else np.zeros(0, np.int64)
-    got = _COMPILED["hits"](dims, kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.vector, kernel.threads,
-                            kernel.elem_bytes, tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, cps, gpu.line_bytes,
-                            gpu.sector_bytes, sets, cfg.ways, traces.tensor_bases(layer, kernel)[1], samples,
-                            10 ** 12, warm, classes)
+    got = _COMPILED["hits"](*round_args(layer, gpu, kernel), samples, 10 ** 12, warm, classes)
     # the sweeps' lines summed over the classes of channel blocks
     return tuple(got[:4]) + (int(got[4].sum()), int(got[5].sum()))
 

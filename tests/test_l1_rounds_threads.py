@@ -10,21 +10,9 @@ import simcore
 import traces
 from analytic import _l1_rounds
 from analytic import _threads
-from analytic._l1_rounds import _COMPILED, group_dims
+from analytic._l1_rounds import _COMPILED
 from analytic._threads import in_order
-
-
-def _args(layer, gpu, kernel):
-    cfg = kernel.l1_config(gpu)
-    sets = cfg.size_bytes // (cfg.ways * cfg.line_bytes)
-    cps = kernel.ctas_per_sm or kernel.resident_ctas(gpu)
-    dims = np.array((layer.n, layer.h, layer.w, layer.c, layer.k, layer.p, layer.q, layer.r, layer.s,
-                     *layer.stride, *layer.pad, *layer.dilation, *group_dims(layer, kernel)), np.int64)
-    tiles_m = -(-layer.n * layer.p * layer.q // kernel.tile_m)
-    tiles_n = -(-layer.k // kernel.tile_n)
-    return (dims, kernel.tile_m, kernel.tile_n, kernel.tile_k, kernel.vector, kernel.threads, kernel.elem_bytes,
-            tiles_m, tiles_n, kernel.swizzle_log, gpu.sms, cps, gpu.line_bytes, gpu.sector_bytes, sets, cfg.ways,
-            traces.tensor_bases(layer, kernel)[1])
+from tests.test_l1_rounds import round_args
 
 
 def _serial(args, n_sm, budget, warm, classes):
@@ -53,7 +41,7 @@ CASE = (traces.ConvLayer(name="stem", n=4, c=3, h=40, w=40, k=64, r=7, s=7, stri
 @pytest.mark.parametrize("budget", [1, 20_000, 10 ** 12])
 def test_threaded_counts_are_the_serial_ones(monkeypatch, width, budget):
     layer, gpu, kernel = CASE
-    args = _args(layer, gpu, kernel)
+    args = round_args(layer, gpu, kernel)
     classes = np.zeros(0, np.int64)
     want, done = _serial(args, 24, budget, 1, classes)
     if budget == 1:
@@ -82,7 +70,7 @@ def test_in_order_takes_rows_in_order_until_the_rule_stops(monkeypatch, width):
 
 def _replay_in_child(queue):
     layer, gpu, kernel = CASE
-    got = _COMPILED["hits"](*_args(layer, gpu, kernel), 16, 10 ** 12, 0, np.zeros(0, np.int64))
+    got = _COMPILED["hits"](*round_args(layer, gpu, kernel), 16, 10 ** 12, 0, np.zeros(0, np.int64))
     queue.put(tuple(int(x) for x in got[:4]))
 
 
@@ -91,7 +79,7 @@ def test_a_forked_child_replays_on_its_own_threads(monkeypatch):
     the parent's threads do not exist there, and waiting on them would never end."""
     monkeypatch.setattr(_threads, "sample_threads", lambda: 2)
     layer, gpu, kernel = CASE
-    here = _COMPILED["hits"](*_args(layer, gpu, kernel), 16, 10 ** 12, 0, np.zeros(0, np.int64))
+    here = _COMPILED["hits"](*round_args(layer, gpu, kernel), 16, 10 ** 12, 0, np.zeros(0, np.int64))
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     child = ctx.Process(target=_replay_in_child, args=(queue,))
